@@ -1,0 +1,40 @@
+# The entry points a user needs: `make demo` and `make test`. Each installs
+# the Debian packages it needs, configures and builds, then runs.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+export LLVM_EXTERNAL_LIT := /usr/lib/llvm-22/bin/lit
+
+.PHONY: all deps configure build test demo docs format clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+$(BUILD)/build.ninja: | deps
+	cmake -S . -B $(BUILD) -G Ninja \
+	  -DCMAKE_BUILD_TYPE=Release \
+	  -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
+	  -DLLVM_EXTERNAL_LIT=$(LLVM_EXTERNAL_LIT) $(CMAKE_FLAGS)
+
+configure: $(BUILD)/build.ninja
+
+build: deps configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+demo: build
+	@bash scripts/demo.sh $(BUILD)
+
+docs: deps configure
+	cmake --build $(BUILD) --target pippy-docs
+
+format:
+	git ls-files '*.cpp' '*.h' | xargs clang-format -i
+
+clean:
+	rm -rf $(BUILD)

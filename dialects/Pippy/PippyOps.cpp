@@ -1,0 +1,222 @@
+//===- PippyOps.cpp - pippy op verifiers ----------------------------------===//
+//
+// The invariants of the pipeline IR: stages in index order, each consuming
+// only model inputs or earlier stages' results, yields matching results,
+// parameter names unique per stage and shared across stages only through a
+// tied group that lists exactly the stages using them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pippy/Dialect/Pippy/PippyDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringMap.h"
+
+using namespace mlir;
+using namespace mlir::pippy;
+
+#define GET_OP_CLASSES
+#include "dialects/Pippy/PippyOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// ParamOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ParamOp::verify() {
+  if (getName().empty())
+    return emitOpError("has an empty name");
+  Type type = getType();
+  if (auto tensor = dyn_cast<torch::BaseTensorType>(type)) {
+    if (!tensor.hasStaticShape() || !tensor.hasDtype())
+      return emitOpError("type must have static sizes and a dtype; got ")
+             << type;
+    return success();
+  }
+  if (auto tensor = dyn_cast<RankedTensorType>(type)) {
+    if (!tensor.hasStaticShape())
+      return emitOpError("type must have a static shape; got ") << type;
+    return success();
+  }
+  return emitOpError("type must be a tensor; got ") << type;
+}
+
+//===----------------------------------------------------------------------===//
+// SplitPointOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult SplitPointOp::verify() {
+  if (Operation *stage = (*this)->getParentOfType<StageOp>())
+    return emitOpError("must not appear inside a pippy.stage: split points "
+                       "are consumed when stages are outlined")
+               .attachNote(stage->getLoc())
+           << "stage declared here";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// StageOp
+//===----------------------------------------------------------------------===//
+
+/// Checks that `yield` returns exactly `types`.
+static LogicalResult verifyYield(Operation *parent, YieldOp yield,
+                                 TypeRange types) {
+  if (yield.getOperands().size() != types.size())
+    return yield.emitOpError("yields ")
+           << yield.getOperands().size() << " values but the parent "
+           << parent->getName() << " has " << types.size() << " results";
+  for (auto [i, pair] :
+       llvm::enumerate(llvm::zip(yield.getOperandTypes(), types)))
+    if (std::get<0>(pair) != std::get<1>(pair))
+      return yield.emitOpError("operand #")
+             << i << " has type " << std::get<0>(pair)
+             << " but the parent result has type " << std::get<1>(pair);
+  return success();
+}
+
+LogicalResult StageOp::verifyRegions() {
+  Block &body = getBody().front();
+  if (body.getNumArguments() != getInputs().size())
+    return emitOpError("has ")
+           << getInputs().size() << " inputs but its region takes "
+           << body.getNumArguments() << " arguments";
+  for (auto [i, pair] : llvm::enumerate(
+           llvm::zip(getInputs().getTypes(), body.getArgumentTypes())))
+    if (std::get<0>(pair) != std::get<1>(pair))
+      return emitOpError("input #")
+             << i << " has type " << std::get<0>(pair)
+             << " but region argument #" << i << " has type "
+             << std::get<1>(pair);
+  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield)
+    return emitOpError("region must end in pippy.yield");
+  if (failed(verifyYield(*this, yield, getResultTypes())))
+    return failure();
+
+  llvm::StringMap<ParamOp> seen;
+  WalkResult result = walk([&](ParamOp param) {
+    auto [it, inserted] = seen.try_emplace(param.getName(), param);
+    if (inserted)
+      return WalkResult::advance();
+    param.emitOpError("duplicates parameter \"")
+            .append(param.getName(), "\" in stage ", getIndex())
+            .attachNote(it->second.getLoc())
+        << "first defined here";
+    return WalkResult::interrupt();
+  });
+  return failure(result.wasInterrupted());
+}
+
+//===----------------------------------------------------------------------===//
+// PipelineOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult PipelineOp::verify() {
+  if (!getTied())
+    return success();
+  llvm::StringMap<TiedGroupAttr> groups;
+  for (auto group : getTied()->getAsRange<TiedGroupAttr>())
+    if (!groups.try_emplace(group.getName(), group).second)
+      return emitOpError("has two tied groups for \"")
+             << group.getName() << "\"";
+  return success();
+}
+
+LogicalResult PipelineOp::verifyRegions() {
+  Block &body = getBody().front();
+  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield)
+    return emitOpError("body must end in pippy.yield");
+  if (failed(verifyYield(*this, yield, getResultTypes())))
+    return failure();
+
+  // Stages in index order, each fed by model inputs or earlier stages.
+  int64_t expected = 0;
+  for (Operation &op : body.without_terminator()) {
+    auto stage = dyn_cast<StageOp>(op);
+    if (!stage)
+      return op.emitOpError("is not allowed in a pippy.pipeline body; "
+                            "expected pippy.stage or pippy.yield");
+    if (stage.getIndex() != expected)
+      return stage.emitOpError("has index ")
+             << stage.getIndex() << "; expected " << expected
+             << " (stage indices are 0, 1, 2, ... in order)";
+    for (auto [i, input] : llvm::enumerate(stage.getInputs())) {
+      auto producer = input.getDefiningOp<StageOp>();
+      if (!producer || producer->getParentOp() != getOperation())
+        continue;
+      if (producer.getIndex() >= stage.getIndex())
+        return stage.emitOpError("input #")
+                   .append(i, " comes from stage ", producer.getIndex(),
+                           ", which does not run before stage ",
+                           stage.getIndex())
+                   .attachNote(producer.getLoc())
+               << "producer declared here";
+    }
+    ++expected;
+  }
+  if (expected == 0)
+    return emitOpError("has no stages");
+
+  // Which stages use each parameter name.
+  llvm::MapVector<StringRef, SmallVector<int64_t>> users;
+  llvm::StringMap<ParamOp> firstUse;
+  for (StageOp stage : getStages()) {
+    stage.walk([&](ParamOp param) {
+      users[param.getName()].push_back(stage.getIndex());
+      firstUse.try_emplace(param.getName(), param);
+    });
+  }
+  llvm::StringMap<TiedGroupAttr> groups;
+  if (getTied())
+    for (auto group : getTied()->getAsRange<TiedGroupAttr>())
+      groups[group.getName()] = group;
+
+  auto formatStages = [](ArrayRef<int64_t> stages) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << "[";
+    llvm::interleaveComma(stages, os);
+    os << "]";
+    return text;
+  };
+
+  for (auto &[name, stages] : users) {
+    auto group = groups.find(name);
+    if (stages.size() > 1 && group == groups.end())
+      return emitOpError("parameter \"")
+             << name << "\" is used by stages " << formatStages(stages)
+             << " but has no tied group";
+    if (group != groups.end() &&
+        ArrayRef<int64_t>(stages) != group->second.getStages())
+      return emitOpError("tied group \"")
+             << name << "\" lists stages "
+             << formatStages(group->second.getStages())
+             << " but the parameter is used by stages "
+             << formatStages(stages);
+  }
+  for (auto &[name, group] : groups)
+    if (!users.count(name))
+      return emitOpError("tied group \"")
+             << name << "\" names a parameter that no stage uses";
+
+  // The copies of a tied parameter agree on its type.
+  llvm::StringMap<Type> types;
+  for (StageOp stage : getStages()) {
+    WalkResult result = stage.walk([&](ParamOp param) {
+      auto [it, inserted] =
+          types.try_emplace(param.getName(), param.getType());
+      if (inserted || it->second == param.getType())
+        return WalkResult::advance();
+      param.emitOpError("has type ")
+              .append(param.getType(), " but parameter \"", param.getName(),
+                      "\" has type ", it->second, " in an earlier stage")
+              .attachNote(firstUse[param.getName()].getLoc())
+          << "first use here";
+      return WalkResult::interrupt();
+    });
+    if (result.wasInterrupted())
+      return failure();
+  }
+  return success();
+}

@@ -1,0 +1,146 @@
+//===- PippyOps.td - pippy ops ----------------------------*- tablegen -*-===//
+//
+// Ops of the graph IR (`pippy.param`, `pippy.split_point`) and of the pipeline
+// IR (`pippy.pipeline`, `pippy.stage`, `pippy.yield`).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PIPPY_DIALECT_PIPPY_PIPPYOPS_TD
+#define PIPPY_DIALECT_PIPPY_PIPPYOPS_TD
+
+include "PippyBase.td"
+include "mlir/IR/OpAsmInterface.td"
+include "mlir/IR/RegionKindInterface.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def Pippy_ParamOp : Pippy_Op<"param", [Pure]> {
+  let summary = "a trained parameter or buffer of the model, by name";
+  let description = [{
+    Stands for the tensor that `named_parameters()` or `named_buffers()` calls
+    `name` (its fully qualified module path). Its value lives in the
+    safetensors file named by the module's `pippy.weights` attribute. The
+    type is a tensor with static sizes and a dtype.
+
+    A tied parameter is one op used everywhere it appears. Within a stage a
+    name appears at most once; in several stages only as a tied group of the
+    enclosing `pippy.pipeline`.
+
+    ```mlir
+    %w = pippy.param "layers.0.weight" : !torch.vtensor<[16,32],f32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name);
+  let results = (outs AnyType:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Pippy_SplitPointOp : Pippy_Op<"split_point", []> {
+  let summary = "marks a cut between two pipeline stages in the graph IR";
+  let description = [{
+    Ops before the marker (in block order) go to one stage, ops after it to
+    the next, as with PyTorch's `pipe_split()`. Split points live in the graph
+    IR only: outlining consumes them, and none may appear inside a
+    `pippy.pipeline`.
+
+    ```mlir
+    pippy.split_point
+    ```
+  }];
+  let assemblyFormat = "attr-dict";
+  let hasVerifier = 1;
+}
+
+def Pippy_PipelineOp : Pippy_Op<"pipeline", [
+    SingleBlock, NoRegionArguments]> {
+  let summary = "a model cut into stages connected by SSA values";
+  let description = [{
+    The body holds `pippy.stage` ops with indices 0, 1, 2, ... in order,
+    then a `pippy.yield` of the model's outputs. A stage's operands come from
+    outside the pipeline (the model's inputs) or from the results of earlier
+    stages, so the body is the stage graph in the order the balancer cut it: a
+    value passed to a stage that is not the next one is a skip connection.
+
+    `tied` lists the parameters used by more than one stage. Every
+    `pippy.param` name that appears in several stages has exactly one tied
+    group, which lists exactly those stages.
+
+    ```mlir
+    %out = pippy.pipeline tied [#pippy.tied_group<"wte.weight", stages = [0, 1]>] -> !torch.vtensor<[4,8,64],f32> {
+      %h = pippy.stage 0 (%tokens) : (!torch.vtensor<[4,8],si64>) -> !torch.vtensor<[4,8,32],f32> {
+      ^bb0(%t: !torch.vtensor<[4,8],si64>):
+        ...
+        pippy.yield %e : !torch.vtensor<[4,8,32],f32>
+      }
+      %o = pippy.stage 1 (%h) : (!torch.vtensor<[4,8,32],f32>) -> !torch.vtensor<[4,8,64],f32> {
+      ^bb0(%x: !torch.vtensor<[4,8,32],f32>):
+        ...
+        pippy.yield %logits : !torch.vtensor<[4,8,64],f32>
+      }
+      pippy.yield %o : !torch.vtensor<[4,8,64],f32>
+    }
+    ```
+  }];
+  let arguments = (ins
+    OptionalAttr<TypedArrayAttrBase<Pippy_TiedGroupAttr, "tied groups">>:$tied);
+  let results = (outs Variadic<AnyType>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    (`tied` $tied^)? (`->` type($results)^)? $body attr-dict
+  }];
+  let hasVerifier = 1;
+  let hasRegionVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The stages, in index order.
+    auto getStages() { return getBody().front().getOps<StageOp>(); }
+  }];
+}
+
+def Pippy_StageOp : Pippy_Op<"stage", [
+    IsolatedFromAbove, SingleBlock, HasParent<"::mlir::pippy::PipelineOp">]> {
+  let summary = "one pipeline stage: a region run by one rank";
+  let description = [{
+    The operands are the values the stage receives (from the model's inputs
+    or from earlier stages); the region's arguments take their place inside,
+    since a stage is isolated from above. The region ends in `pippy.yield`
+    with one value per result: what the stage sends on. `index` is the
+    stage's position in the pipeline.
+
+    ```mlir
+    %h = pippy.stage 0 (%x) : (!torch.vtensor<[4,32],f32>) -> !torch.vtensor<[4,16],f32> {
+    ^bb0(%in: !torch.vtensor<[4,32],f32>):
+      %w = pippy.param "fc1.weight" : !torch.vtensor<[16,32],f32>
+      %b = pippy.param "fc1.bias" : !torch.vtensor<[16],f32>
+      %y = torch.aten.linear %in, %w, %b : !torch.vtensor<[4,32],f32>, !torch.vtensor<[16,32],f32>, !torch.vtensor<[16],f32> -> !torch.vtensor<[4,16],f32>
+      pippy.yield %y : !torch.vtensor<[4,16],f32>
+    }
+    ```
+  }];
+  let arguments = (ins I64Attr:$index, Variadic<AnyType>:$inputs);
+  let results = (outs Variadic<AnyType>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $index ` ` `(` $inputs `)` attr-dict `:` functional-type($inputs, $results)
+    $body
+  }];
+  let hasRegionVerifier = 1;
+}
+
+def Pippy_YieldOp : Pippy_Op<"yield", [
+    Pure, ReturnLike, Terminator,
+    ParentOneOf<["::mlir::pippy::StageOp", "::mlir::pippy::PipelineOp"]>]> {
+  let summary = "the values a stage sends on, or a pipeline's outputs";
+  let description = [{
+    Ends a `pippy.stage` or a `pippy.pipeline`; its operand types equal the
+    parent's result types.
+
+    ```mlir
+    pippy.yield %y : !torch.vtensor<[4,16],f32>
+    ```
+  }];
+  let arguments = (ins Variadic<AnyType>:$operands);
+  let assemblyFormat = "attr-dict ($operands^ `:` type($operands))?";
+}
+
+#endif // PIPPY_DIALECT_PIPPY_PIPPYOPS_TD

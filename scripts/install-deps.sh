@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the Debian packages pippy builds and tests with. Idempotent: prints
+# nothing and touches nothing when every package is already present.
+set -euo pipefail
+
+packages=(
+  cmake ninja-build ccache lld g++ make
+  llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
+  libtorch-dev python3-torch libgloo-dev libopenblas0-pthread
+  libgtest-dev python3-numpy
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+    missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "pippy: installing ${missing[*]}"
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq "${missing[@]}" >/dev/null

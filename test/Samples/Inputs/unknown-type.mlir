@@ -1,0 +1,4 @@
+func.func @f() {
+  %0 = torch.aten.foo : !torch.intt
+  return
+}
