@@ -7,7 +7,7 @@ from lit.llvm import llvm_config
 config.name = "pippy"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".test"]
-config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "Unit"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "Unit", "models"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.pippy_obj_root, "test")
 
@@ -17,8 +17,9 @@ llvm_config.use_default_substitutions()
 config.substitutions.append(("%pippy_python", config.python3))
 config.substitutions.append(("%samples_dir", config.samples_dir))
 config.substitutions.append(("%pippy_src_root", config.pippy_src_root))
+config.substitutions.append(("%pippy_bin", config.pippy_tools_dir))
 
 tool_dirs = [config.pippy_tools_dir, config.llvm_tools_dir, "/usr/lib/llvm-22/bin"]
-llvm_config.add_tool_substitutions(["pippy-opt"], tool_dirs)
+llvm_config.add_tool_substitutions(["pippy-opt", "pippy-import", "pippy-run"], tool_dirs)
 llvm_config.with_environment("PATH", config.pippy_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", "/usr/lib/llvm-22/bin", append_path=True)

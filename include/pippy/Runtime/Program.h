@@ -1,0 +1,88 @@
+//===- Program.h - compiled stage programs ----------------------*- C++ -*-===//
+//
+// A function of the graph IR compiled once into a flat program: every op
+// resolved to a c10::OperatorHandle through the ATen dispatcher (prim ops
+// through the JIT operator registry), constants pre-converted to IValues,
+// values in numbered slots. Running it is a loop over instructions with no
+// lookups or string work; autograd records the graph when grad mode is on.
+//
+// Runtime code: it uses libtorch and may throw `RuntimeError`.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PIPPY_RUNTIME_PROGRAM_H
+#define PIPPY_RUNTIME_PROGRAM_H
+
+#include "mlir/IR/Types.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <torch/csrc/jit/runtime/operator.h>
+
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace mlir::func {
+class FuncOp;
+} // namespace mlir::func
+
+namespace pippy {
+
+/// A failure a user can cause (bad program, missing weight, shape mismatch).
+struct RuntimeError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// Static description of a tensor crossing the program boundary.
+struct TensorSpec {
+  std::vector<int64_t> sizes;
+  at::ScalarType dtype = at::kFloat;
+};
+
+class Program {
+public:
+  /// Compiles `func`. Unknown ops and operand counts or kinds that do not
+  /// match the schema are errors naming the op and its location.
+  static Program compile(mlir::func::FuncOp func);
+
+  /// Runs the program. `params` maps every parameter name to its tensor.
+  std::vector<c10::IValue>
+  run(const std::vector<c10::IValue> &args,
+      const std::map<std::string, at::Tensor> &params) const;
+
+  /// Parameter names in first-use order, with their static types.
+  const std::vector<std::pair<std::string, TensorSpec>> &parameters() const {
+    return paramSpecs;
+  }
+  const std::vector<TensorSpec> &argumentSpecs() const { return argSpecs; }
+  size_t numInstructions() const { return code.size(); }
+
+private:
+  enum class Kind { Dispatch, Operator, BuildList, BuildTuple, Unpack };
+  struct Instruction {
+    Kind kind;
+    c10::optional<c10::OperatorHandle> handle;
+    mutable c10::optional<torch::jit::Operation> operation;
+    c10::TypePtr listElement; // BuildList
+    std::vector<int> inputs;
+    std::vector<int> outputs;
+  };
+
+  std::vector<Instruction> code;
+  std::vector<c10::IValue> constantSlots; // prefilled slot values
+  std::vector<bool> isConstant;
+  std::vector<int> argSlots, resultSlots;
+  std::vector<std::pair<int, std::string>> paramSlots;
+  std::vector<std::pair<std::string, TensorSpec>> paramSpecs;
+  std::vector<TensorSpec> argSpecs;
+  int numSlots = 0;
+};
+
+/// The libtorch dtype of a torch dialect dtype (f32 -> kFloat, si64 -> kLong).
+at::ScalarType toScalarType(mlir::Type dtype);
+
+} // namespace pippy
+
+#endif // PIPPY_RUNTIME_PROGRAM_H

@@ -1,0 +1,45 @@
+//===- Run.h - what pippy-run does ------------------------------*- C++ -*-===//
+//
+// The options of `pippy-run` and the entry point that carries them out. This
+// header exposes no libtorch type so that the tool's `main` stays in LLVM's
+// world (no RTTI, no exceptions); runtime errors come back as llvm::Error.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PIPPY_RUNTIME_RUN_H
+#define PIPPY_RUNTIME_RUN_H
+
+#include "llvm/Support/Error.h"
+
+#include <optional>
+#include <string>
+
+namespace pippy {
+
+struct RunOptions {
+  std::string programPath; ///< graph IR (or, later, pipeline IR)
+  int nproc = 1;
+  std::string schedule = "1f1b";
+  int microbatches = 1;
+  int steps = 1;
+  std::string dataPath;
+  std::string loss = "cross_entropy"; ///< cross_entropy | mse | none
+  std::string optimizer = "sgd";      ///< sgd | adamw
+  double lr = 0.01;
+  std::optional<double> momentum, weightDecay, beta1, beta2, eps;
+  std::optional<double> clipGradNorm;
+  std::string weightsPath; ///< overrides the module's pippy.weights
+  std::string metricsPath;
+  std::string saveWeightsPath;
+  std::string saveGradsPath;
+  bool infer = false;
+  std::string outputPath;
+  int threads = 1;
+};
+
+/// Runs training or inference as `options` say; prints progress lines.
+llvm::Error run(const RunOptions &options);
+
+} // namespace pippy
+
+#endif // PIPPY_RUNTIME_RUN_H

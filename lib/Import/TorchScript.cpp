@@ -1,0 +1,787 @@
+//===- TorchScript.cpp - import traced TorchScript modules ----------------===//
+//
+// Loads a saved TorchScript module with libtorch, inlines `forward`, runs it
+// once on inputs of the given shapes to learn every value's shape and dtype,
+// and emits the graph IR. Shape arithmetic that does not depend on tensor data
+// (`aten::size`, `prim::NumToTensor`, `aten::Int`, ...) is folded into
+// constants; in-place ops become their functional form.
+//
+// This is the only translation unit that sees both libtorch and MLIR. It is
+// compiled with exceptions and catches every libtorch error at the boundary.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pippy/Import/TorchScript.h"
+
+#include "pippy/Dialect/Pippy/PippyDialect.h"
+#include "pippy/Dialect/Torch/TorchDialect.h"
+#include "pippy/Support/Safetensors.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "llvm/Support/FileSystem.h"
+
+#include <torch/csrc/jit/api/function_impl.h>
+#include <torch/csrc/jit/serialization/import.h>
+#include <torch/script.h>
+
+#include <map>
+#include <set>
+#include <unordered_map>
+
+using namespace mlir;
+using ::pippy::ImportOptions;
+namespace td = ::mlir::torch;
+namespace pd = ::mlir::pippy;
+namespace st = ::pippy::safetensors;
+namespace jit = ::torch::jit;
+
+namespace {
+
+/// An import failure; turned into an llvm::Error at the boundary.
+struct ImportError {
+  std::string message;
+};
+
+[[noreturn]] void fail(const std::string &message) {
+  throw ImportError{message};
+}
+
+std::optional<st::DType> toStorageDType(at::ScalarType type) {
+  switch (type) {
+  case at::kFloat:
+    return st::DType::F32;
+  case at::kDouble:
+    return st::DType::F64;
+  case at::kHalf:
+    return st::DType::F16;
+  case at::kBFloat16:
+    return st::DType::BF16;
+  case at::kLong:
+    return st::DType::I64;
+  case at::kInt:
+    return st::DType::I32;
+  case at::kShort:
+    return st::DType::I16;
+  case at::kChar:
+    return st::DType::I8;
+  case at::kByte:
+    return st::DType::U8;
+  case at::kBool:
+    return st::DType::BOOL;
+  default:
+    return std::nullopt;
+  }
+}
+
+at::ScalarType parseDtype(const std::string &dtype) {
+  static const std::map<std::string, at::ScalarType> kTypes = {
+      {"f32", at::kFloat},     {"f64", at::kDouble}, {"f16", at::kHalf},
+      {"bf16", at::kBFloat16}, {"si64", at::kLong},  {"si32", at::kInt},
+      {"si16", at::kShort},    {"si8", at::kChar},   {"ui8", at::kByte},
+      {"i1", at::kBool}};
+  return kTypes.at(dtype);
+}
+
+/// Ops whose result depends only on shapes, never on tensor contents.
+bool isShapeOnly(c10::Symbol kind) {
+  static const std::set<std::string> kNames = {
+      "aten::size",  "aten::dim", "aten::numel", "prim::device",
+      "prim::dtype", "aten::len", "prim::layout"};
+  return kNames.count(kind.toQualString()) != 0;
+}
+
+class Importer {
+public:
+  Importer(MLIRContext &context, const ImportOptions &options)
+      : context(context), options(options), builder(&context) {}
+
+  OwningOpRef<ModuleOp> run() {
+    jit::Module module = loadModule();
+    collectParameters(module);
+
+    std::shared_ptr<jit::Graph> graph = module.get_method("forward").graph();
+
+    size_t numArgs = graph->inputs().size() - 1;
+    if (numArgs != options.inputs.size())
+      fail("forward takes " + std::to_string(numArgs) +
+           " arguments but --input-shapes gives " +
+           std::to_string(options.inputs.size()));
+
+    Location unknown = UnknownLoc::get(&context);
+    OwningOpRef<ModuleOp> moduleOp = ModuleOp::create(unknown);
+    builder.setInsertionPointToEnd(moduleOp->getBody());
+
+    // Arguments: concrete example tensors drive shape inference.
+    ::torch::manual_seed(0);
+    values[graph->inputs()[0]] = module._ivalue();
+    attrPaths[graph->inputs()[0]] = "";
+    SmallVector<Type> argTypes;
+    for (size_t i = 0; i < numArgs; ++i) {
+      const ::pippy::InputShape &shape = options.inputs[i];
+      at::ScalarType dtype = parseDtype(shape.dtype);
+      at::Tensor example =
+          at::isFloatingType(dtype)
+              ? ::torch::randn(shape.sizes,
+                               ::torch::TensorOptions().dtype(dtype))
+              : ::torch::zeros(shape.sizes,
+                               ::torch::TensorOptions().dtype(dtype));
+      jit::Value *input = graph->inputs()[i + 1];
+      if (!input->type()->isSubtypeOf(*c10::TensorType::get()))
+        fail("forward argument " + std::to_string(i) + " ('" +
+             input->debugName() + "') is a " + input->type()->str() +
+             "; only tensor arguments are supported");
+      values[input] = example;
+      dataDependent.insert(input);
+      argTypes.push_back(getTensorType(example));
+    }
+
+    auto func = func::FuncOp::create(builder, unknown, "forward",
+                                     builder.getFunctionType(argTypes, {}));
+    Block *body = func.addEntryBlock();
+    builder.setInsertionPointToStart(body);
+    for (size_t i = 0; i < numArgs; ++i)
+      mapped[graph->inputs()[i + 1]] = body->getArgument(i);
+
+    ::torch::NoGradGuard noGrad;
+    for (jit::Node *node : graph->nodes())
+      importNode(node, "");
+
+    SmallVector<Value> results;
+    for (jit::Value *output : graph->outputs()) {
+      const c10::IValue &value = values.at(output);
+      if (!value.isTensor() && !isTupleOfTensors(value))
+        fail("forward returns a " + output->type()->str() +
+             "; only tensors and tuples of tensors are supported");
+      results.push_back(lookup(output, nullptr));
+    }
+    func::ReturnOp::create(builder, unknown, results);
+    removeDeadConstants(*body);
+    orderParameters(*body);
+    func.setType(
+        builder.getFunctionType(argTypes, ValueRange(results).getTypes()));
+
+    writeWeights();
+    (*moduleOp)->setAttr("pippy.weights",
+                         builder.getStringAttr(options.weightsPath));
+    if (failed(verify(*moduleOp)))
+      fail("the imported IR does not verify (see the diagnostics above)");
+    return moduleOp;
+  }
+
+private:
+  jit::Module loadModule() {
+    if (!llvm::sys::fs::exists(options.modulePath))
+      fail("no such file");
+    try {
+      return jit::load(options.modulePath);
+    } catch (const c10::Error &e) {
+      fail("cannot load TorchScript module '" + options.modulePath +
+           "': " + e.what_without_backtrace());
+    }
+  }
+
+  /// Parameters and buffers in named_parameters()/named_buffers() order; a
+  /// tensor reachable under several names is stored once, under its first.
+  void collectParameters(jit::Module &module) {
+    auto record = [&](const std::string &name, const at::Tensor &tensor) {
+      for (const auto &[canonical, existing] : parameters)
+        if (existing.is_same(tensor) ||
+            (existing.data_ptr() == tensor.data_ptr() &&
+             existing.sizes() == tensor.sizes() &&
+             existing.strides() == tensor.strides() &&
+             existing.dtype() == tensor.dtype())) {
+          aliases[name] = canonical;
+          return;
+        }
+      parameterOrder.push_back(name);
+      parameters.emplace(name, tensor);
+    };
+    for (const auto &p : module.named_parameters(/*recurse=*/true))
+      record(p.name, p.value);
+    for (const auto &b : module.named_buffers(/*recurse=*/true)) {
+      record(b.name, b.value);
+      if (!aliases.count(b.name))
+        buffers.push_back(b.name);
+    }
+  }
+
+  std::string canonicalName(const std::string &name) {
+    auto it = aliases.find(name);
+    return it == aliases.end() ? name : it->second;
+  }
+
+  /// Ops are located at the module path of the forward they come from.
+  Location currentLocation() {
+    if (currentPath.empty())
+      return UnknownLoc::get(&context);
+    return NameLoc::get(builder.getStringAttr(currentPath));
+  }
+
+  std::string describe(jit::Node *node) const {
+    return "'" + std::string(node->kind().toQualString()) + "'" +
+           (currentPath.empty() ? std::string(" in forward")
+                                : " in module '" + currentPath + "'");
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Types
+  //===--------------------------------------------------------------------===//
+
+  Type getDtype(at::ScalarType type) {
+    switch (type) {
+    case at::kFloat:
+      return builder.getF32Type();
+    case at::kDouble:
+      return builder.getF64Type();
+    case at::kHalf:
+      return builder.getF16Type();
+    case at::kBFloat16:
+      return builder.getBF16Type();
+    case at::kLong:
+      return builder.getIntegerType(64, /*isSigned=*/true);
+    case at::kInt:
+      return builder.getIntegerType(32, /*isSigned=*/true);
+    case at::kShort:
+      return builder.getIntegerType(16, /*isSigned=*/true);
+    case at::kChar:
+      return builder.getIntegerType(8, /*isSigned=*/true);
+    case at::kByte:
+      return builder.getIntegerType(8, /*isSigned=*/false);
+    case at::kBool:
+      return builder.getI1Type();
+    case at::kComplexFloat:
+      return ComplexType::get(builder.getF32Type());
+    case at::kComplexDouble:
+      return ComplexType::get(builder.getF64Type());
+    default:
+      fail(std::string("unsupported tensor dtype ") + c10::toString(type));
+    }
+  }
+
+  Type getTensorType(const at::Tensor &tensor) {
+    std::vector<int64_t> sizes(tensor.sizes().begin(), tensor.sizes().end());
+    return td::ValueTensorType::get(&context, ArrayRef<int64_t>(sizes),
+                                    getDtype(tensor.scalar_type()),
+                                    Attribute());
+  }
+
+  /// The MLIR type of a JIT type, for values nested in containers.
+  Type getStaticType(const c10::TypePtr &type, jit::Node *node) {
+    switch (type->kind()) {
+    case c10::TypeKind::TensorType:
+      return td::ValueTensorType::get(&context, std::nullopt, Type(),
+                                      Attribute());
+    case c10::TypeKind::IntType:
+      return td::IntType::get(&context);
+    case c10::TypeKind::FloatType:
+      return td::FloatType::get(&context);
+    case c10::TypeKind::BoolType:
+      return td::BoolType::get(&context);
+    case c10::TypeKind::NoneType:
+      return td::NoneType::get(&context);
+    case c10::TypeKind::StringType:
+      return td::StringType::get(&context);
+    case c10::TypeKind::DeviceObjType:
+      return td::DeviceType::get(&context);
+    case c10::TypeKind::NumberType:
+      return td::NumberType::get(&context);
+    case c10::TypeKind::ListType:
+      return td::ListType::get(getStaticType(
+          type->expectRef<c10::ListType>().getElementType(), node));
+    case c10::TypeKind::OptionalType:
+      return td::OptionalType::get(getStaticType(
+          type->expectRef<c10::OptionalType>().getElementType(), node));
+    default:
+      fail("unsupported value of type " + type->str() + " produced by " +
+           describe(node));
+    }
+  }
+
+  /// The MLIR type of a value, from its concrete value where that is more
+  /// precise (tensor shapes).
+  Type getValueType(jit::Value *value, jit::Node *node) {
+    const c10::IValue &concrete = values.at(value);
+    if (concrete.isTensor())
+      return getTensorType(concrete.toTensor());
+    if (concrete.isNone())
+      return td::NoneType::get(&context);
+    if (concrete.isTuple()) {
+      SmallVector<Type> elements;
+      for (const c10::IValue &element : concrete.toTupleRef().elements()) {
+        if (!element.isTensor())
+          fail("tuple of non-tensors produced by " + describe(node));
+        elements.push_back(getTensorType(element.toTensor()));
+      }
+      return td::TupleType::get(&context, elements);
+    }
+    return getStaticType(value->type(), node);
+  }
+
+  static bool isTupleOfTensors(const c10::IValue &value) {
+    if (!value.isTuple())
+      return false;
+    for (const c10::IValue &e : value.toTupleRef().elements())
+      if (!e.isTensor())
+        return false;
+    return true;
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Constants
+  //===--------------------------------------------------------------------===//
+
+  /// Emits `value` as torch constants; none if it has no constant form.
+  Value emitConstant(const c10::IValue &value, Location loc) {
+    if (value.isInt())
+      return td::ConstantIntOp::create(
+          builder, loc, td::IntType::get(&context),
+          builder.getI64IntegerAttr(value.toInt()));
+    if (value.isDouble())
+      return td::ConstantFloatOp::create(
+          builder, loc, td::FloatType::get(&context),
+          builder.getF64FloatAttr(value.toDouble()));
+    if (value.isBool())
+      return td::ConstantBoolOp::create(builder, loc,
+                                        td::BoolType::get(&context),
+                                        builder.getBoolAttr(value.toBool()));
+    if (value.isNone())
+      return td::ConstantNoneOp::create(builder, loc,
+                                        td::NoneType::get(&context));
+    if (value.isString())
+      return td::ConstantStrOp::create(
+          builder, loc, td::StringType::get(&context),
+          builder.getStringAttr(value.toStringRef()));
+    if (value.isDevice())
+      return td::ConstantDeviceOp::create(
+          builder, loc, td::DeviceType::get(&context),
+          builder.getStringAttr(value.toDevice().str()));
+    if (value.isIntList() || value.isDoubleList() || value.isBoolList()) {
+      SmallVector<Value> elements;
+      Type elementType;
+      for (const c10::IValue &element : value.toListRef()) {
+        elements.push_back(emitConstant(element, loc));
+        elementType = elements.back().getType();
+      }
+      if (!elementType)
+        elementType = value.isIntList() ? Type(td::IntType::get(&context))
+                      : value.isDoubleList()
+                          ? Type(td::FloatType::get(&context))
+                          : Type(td::BoolType::get(&context));
+      return td::PrimListConstructOp::create(
+          builder, loc, td::ListType::get(elementType), elements);
+    }
+    if (value.isTensor())
+      return emitTensorLiteral(value.toTensor(), loc);
+    return Value();
+  }
+
+  Value emitTensorLiteral(const at::Tensor &tensor, Location loc) {
+    at::Tensor t = tensor.detach().contiguous();
+    std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
+    Type dtype = getDtype(t.scalar_type());
+    auto shaped = RankedTensorType::get(sizes, dtype);
+    DenseElementsAttr attr;
+    if (t.scalar_type() == at::kBool) {
+      SmallVector<bool> bits;
+      auto *data = t.data_ptr<bool>();
+      for (int64_t i = 0; i < t.numel(); ++i)
+        bits.push_back(data[i]);
+      attr = DenseElementsAttr::get(shaped, ArrayRef<bool>(bits));
+    } else {
+      ArrayRef<char> raw(static_cast<const char *>(t.data_ptr()),
+                         t.numel() * t.element_size());
+      attr = DenseElementsAttr::getFromRawBuffer(shaped, raw);
+    }
+    return td::ValueTensorLiteralOp::create(builder, loc, getTensorType(tensor),
+                                            attr);
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Nodes
+  //===--------------------------------------------------------------------===//
+
+  Value lookup(jit::Value *value, jit::Node *user) {
+    auto it = mapped.find(value);
+    if (it != mapped.end())
+      return it->second;
+    fail("value '%" + value->debugName() + "' used by " +
+         (user ? describe(user) : std::string("the output")) +
+         " has no IR counterpart");
+  }
+
+  void execute(jit::Node *node) {
+    jit::Stack stack;
+    for (jit::Value *input : node->inputs())
+      stack.push_back(values.at(input));
+    try {
+      c10::Symbol kind = node->kind();
+      if (kind == c10::prim::ListConstruct) {
+        c10::impl::GenericList list(node->output()
+                                        ->type()
+                                        ->expectRef<c10::ListType>()
+                                        .getElementType());
+        for (c10::IValue &element : stack)
+          list.push_back(std::move(element));
+        stack = {c10::IValue(std::move(list))};
+      } else if (kind == c10::prim::TupleConstruct) {
+        stack = {c10::ivalue::Tuple::create(std::move(stack))};
+      } else if (kind == c10::prim::ListUnpack) {
+        std::vector<c10::IValue> elements = stack.back().toListRef().vec();
+        stack = std::move(elements);
+      } else if (kind == c10::prim::TupleUnpack) {
+        std::vector<c10::IValue> elements =
+            stack.back().toTupleRef().elements().vec();
+        stack = std::move(elements);
+      } else {
+        node->getOperation()(stack);
+      }
+    } catch (const c10::Error &e) {
+      fail("running " + describe(node) + " on inputs of the shapes in " +
+           "--input-shapes failed: " + e.what_without_backtrace());
+    } catch (const std::exception &e) {
+      fail("running " + describe(node) + " on inputs of the shapes in " +
+           "--input-shapes failed: " + e.what());
+    }
+    if (stack.size() != node->outputs().size())
+      fail(describe(node) + " produced " + std::to_string(stack.size()) +
+           " values; its schema has " + std::to_string(node->outputs().size()));
+    for (size_t i = 0; i < stack.size(); ++i)
+      values[node->outputs()[i]] = stack[i];
+  }
+
+  void importNode(jit::Node *node, const std::string &path) {
+    currentPath = path;
+    c10::Symbol kind = node->kind();
+    Location loc = currentLocation();
+
+    if (kind == c10::prim::CallMethod) {
+      importCall(node);
+      return;
+    }
+
+    if (kind == c10::prim::Constant) {
+      c10::IValue value = *jit::toIValue(node->output());
+      values[node->output()] = value;
+      Value constant = emitConstant(value, loc);
+      if (!constant)
+        fail("unsupported constant of type " + node->output()->type()->str() +
+             " in " + describe(node));
+      mapped[node->output()] = constant;
+      return;
+    }
+
+    if (kind == c10::prim::GetAttr) {
+      importGetAttr(node, loc);
+      return;
+    }
+
+    if (kind == c10::prim::If || kind == c10::prim::Loop ||
+        kind == c10::prim::CallFunction || kind == c10::prim::PythonOp)
+      fail("unsupported op " + describe(node) +
+           ": control flow and calls that cannot be inlined are not "
+           "supported; trace the model with torch.jit.trace");
+
+    bool isContainerOp =
+        kind == c10::prim::ListConstruct || kind == c10::prim::TupleConstruct ||
+        kind == c10::prim::ListUnpack || kind == c10::prim::TupleUnpack;
+    if (!isContainerOp && !node->maybeOperator())
+      fail("unsupported op " + describe(node) +
+           ": libtorch 1.13 has no operator with this schema");
+
+    execute(node);
+
+    bool dependent = false;
+    if (!isShapeOnly(kind))
+      for (jit::Value *input : node->inputs())
+        dependent |= dataDependent.count(input) != 0;
+    if (dependent)
+      for (jit::Value *output : node->outputs())
+        dataDependent.insert(output);
+
+    // Shape arithmetic with static shapes: fold to constants.
+    if (!dependent && node->outputs().size() == 1 && isFoldable(node)) {
+      if (Value constant = emitConstant(values.at(node->output()), loc)) {
+        mapped[node->output()] = constant;
+        return;
+      }
+    }
+
+    if (kind == c10::prim::ListConstruct) {
+      SmallVector<Value> elements;
+      for (jit::Value *input : node->inputs())
+        elements.push_back(lookup(input, node));
+      mapped[node->output()] = td::PrimListConstructOp::create(
+          builder, loc, getStaticType(node->output()->type(), node), elements);
+      return;
+    }
+    if (kind == c10::prim::TupleConstruct) {
+      SmallVector<Value> elements;
+      for (jit::Value *input : node->inputs())
+        elements.push_back(lookup(input, node));
+      mapped[node->output()] = td::PrimTupleConstructOp::create(
+          builder, loc, getValueType(node->output(), node), elements);
+      return;
+    }
+    if (kind == c10::prim::TupleUnpack || kind == c10::prim::ListUnpack) {
+      SmallVector<Type> types;
+      for (jit::Value *output : node->outputs())
+        types.push_back(getValueType(output, node));
+      Value input = lookup(node->input(), node);
+      Operation *op =
+          kind == c10::prim::TupleUnpack
+              ? td::PrimTupleUnpackOp::create(builder, loc, types, input)
+                    .getOperation()
+              : td::PrimListUnpackOp::create(builder, loc, types, input)
+                    .getOperation();
+      for (size_t i = 0; i < node->outputs().size(); ++i)
+        mapped[node->outputs()[i]] = op->getResult(i);
+      return;
+    }
+    importOperator(node, loc);
+  }
+
+  /// Folding leaves constants whose users were folded too.
+  static void removeDeadConstants(Block &body) {
+    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
+      if (isOpTriviallyDead(&op))
+        op.erase();
+  }
+
+  /// Parameters first, in named_parameters() then named_buffers() order.
+  void orderParameters(Block &body) {
+    Operation *last = nullptr;
+    for (const std::string &name : parameterOrder) {
+      auto it = paramValues.find(name);
+      if (it == paramValues.end())
+        continue;
+      Operation *op = it->second.getDefiningOp();
+      if (last)
+        op->moveAfter(last);
+      else
+        op->moveBefore(&body.front());
+      last = op;
+    }
+  }
+
+  /// Imports a submodule call in place, at the callee's module path.
+  void importCall(jit::Node *node) {
+    std::string caller = currentPath;
+    jit::Value *receiver = node->inputs()[0];
+    c10::IValue object = values.at(receiver);
+    if (!object.isObject())
+      fail("call of method '" + node->s(c10::attr::name) +
+           "' on a non-module value in " + describe(node));
+    std::string method = node->s(c10::attr::name);
+    jit::Function &function = object.toObjectRef().type()->getMethod(method);
+    jit::Graph &callee = *jit::toGraphFunction(function).graph();
+    std::string calleePath = attrPaths.at(receiver);
+
+    values[callee.inputs()[0]] = object;
+    attrPaths[callee.inputs()[0]] = calleePath;
+    for (size_t i = 1; i < callee.inputs().size(); ++i) {
+      jit::Value *arg = node->inputs()[i];
+      jit::Value *param = callee.inputs()[i];
+      values[param] = values.at(arg);
+      if (mapped.count(arg))
+        mapped[param] = mapped[arg];
+      if (attrPaths.count(arg))
+        attrPaths[param] = attrPaths[arg];
+      if (dataDependent.count(arg))
+        dataDependent.insert(param);
+    }
+    for (jit::Node *inner : callee.nodes())
+      importNode(inner, calleePath);
+    currentPath = caller;
+    for (size_t i = 0; i < node->outputs().size(); ++i) {
+      jit::Value *result = callee.outputs()[i];
+      jit::Value *output = node->outputs()[i];
+      values[output] = values.at(result);
+      if (mapped.count(result))
+        mapped[output] = mapped[result];
+      if (attrPaths.count(result))
+        attrPaths[output] = attrPaths[result];
+      if (dataDependent.count(result))
+        dataDependent.insert(output);
+    }
+    // The callee's graph is shared by every instance of its class: forget
+    // its values before the next call reuses them.
+    auto forget = [&](jit::Value *v) {
+      values.erase(v);
+      mapped.erase(v);
+      attrPaths.erase(v);
+      dataDependent.erase(v);
+    };
+    for (jit::Value *v : callee.inputs())
+      forget(v);
+    for (jit::Node *inner : callee.nodes())
+      for (jit::Value *v : inner->outputs())
+        forget(v);
+  }
+
+  /// Whether a node with static inputs may be replaced by its value.
+  bool isFoldable(jit::Node *node) {
+    const c10::IValue &value = values.at(node->output());
+    if (value.isInt() || value.isDouble() || value.isBool() ||
+        value.isIntList() || value.isDoubleList() || value.isBoolList())
+      return true;
+    return value.isTensor() && value.toTensor().dim() == 0;
+  }
+
+  void importGetAttr(jit::Node *node, Location loc) {
+    jit::Value *object = node->input();
+    std::string name = node->s(c10::attr::name);
+    const std::string &parent = attrPaths.at(object);
+    std::string path = parent.empty() ? name : parent + "." + name;
+    attrPaths[node->output()] = path;
+    c10::IValue value = values.at(object).toObject()->getAttr(name);
+    values[node->output()] = value;
+    if (value.isObject())
+      return; // A submodule: only its path matters.
+    if (value.isTensor()) {
+      dataDependent.insert(node->output());
+      std::string canonical = canonicalName(path);
+      if (!parameters.count(canonical))
+        fail("attribute '" + path + "' read by " + describe(node) +
+             " is a tensor that is neither a parameter nor a buffer");
+      auto it = paramValues.find(canonical);
+      if (it == paramValues.end()) {
+        // Emit each parameter once, at the top of forward.
+        OpBuilder::InsertionGuard guard(builder);
+        builder.setInsertionPointToStart(builder.getInsertionBlock());
+        if (lastParam)
+          builder.setInsertionPointAfter(lastParam);
+        StringRef owner = StringRef(canonical).rsplit('.').first;
+        Location paramLoc =
+            owner == canonical
+                ? Location(UnknownLoc::get(&context))
+                : Location(NameLoc::get(builder.getStringAttr(owner)));
+        auto param = pd::ParamOp::create(
+            builder, paramLoc, getTensorType(parameters.at(canonical)),
+            canonical);
+        lastParam = param;
+        it = paramValues.emplace(canonical, param.getResult()).first;
+      }
+      mapped[node->output()] = it->second;
+      return;
+    }
+    Value constant = emitConstant(value, loc);
+    if (!constant)
+      fail("attribute '" + path + "' of unsupported kind read by " +
+           describe(node));
+    mapped[node->output()] = constant;
+  }
+
+  void importOperator(jit::Node *node, Location loc) {
+    const c10::FunctionSchema &schema = node->schema();
+    std::string ns = schema.name().substr(0, schema.name().find("::"));
+    std::string name = schema.name().substr(ns.size() + 2);
+    std::string overload = schema.overload_name();
+
+    // In-place ops become their functional form; later uses of the written
+    // tensor see the result.
+    bool inPlace = name.size() > 1 && name.back() == '_' &&
+                   !(name.size() > 4 && name.rfind("__", 0) == 0);
+    jit::Value *written = nullptr;
+    if (inPlace) {
+      written = node->inputs()[0];
+      if (attrPaths.count(written))
+        fail("in-place op " + describe(node) + " writes to parameter '" +
+             canonicalName(attrPaths[written]) + "'");
+      name.pop_back();
+    }
+
+    SmallVector<Value> operands;
+    for (jit::Value *input : node->inputs())
+      operands.push_back(lookup(input, node));
+    SmallVector<Type> resultTypes;
+    for (jit::Value *output : node->outputs())
+      resultTypes.push_back(getValueType(output, node));
+
+    std::string opName = "torch." + ns + "." + name;
+    if (!overload.empty())
+      opName += "." + overload;
+    OperationState state(loc, opName);
+    state.addOperands(operands);
+    state.addTypes(resultTypes);
+    Operation *op = builder.create(state);
+    for (size_t i = 0; i < node->outputs().size(); ++i)
+      mapped[node->outputs()[i]] = op->getResult(i);
+    if (written) {
+      mapped[written] = op->getResult(0);
+      values[written] = values.at(node->outputs()[0]);
+    }
+  }
+
+  void writeWeights() {
+    st::Writer writer;
+    for (const std::string &name : parameterOrder) {
+      at::Tensor t = parameters.at(name).detach().contiguous();
+      std::optional<st::DType> dtype = toStorageDType(t.scalar_type());
+      if (!dtype)
+        fail("parameter '" + name + "' has dtype " +
+             std::string(c10::toString(t.scalar_type())) +
+             ", which safetensors cannot store");
+      std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
+      ArrayRef<uint8_t> bytes(static_cast<const uint8_t *>(t.data_ptr()),
+                              t.numel() * t.element_size());
+      if (llvm::Error error = writer.add(name, *dtype, sizes, bytes))
+        fail(llvm::toString(std::move(error)));
+    }
+    if (!buffers.empty()) {
+      std::string json = "[";
+      for (const std::string &name : buffers)
+        json += (json.size() > 1 ? ", \"" : "\"") + name + "\"";
+      writer.setMetadata("buffers", json + "]");
+    }
+    if (!aliases.empty()) {
+      std::string json = "{";
+      for (const auto &[alias, canonical] : aliases) {
+        if (json.size() > 1)
+          json += ", ";
+        json += "\"" + alias + "\": \"" + canonical + "\"";
+      }
+      writer.setMetadata("aliases", json + "}");
+    }
+    if (llvm::Error error = writer.write(options.weightsPath))
+      fail("cannot write weights: " + llvm::toString(std::move(error)));
+  }
+
+  MLIRContext &context;
+  const ImportOptions &options;
+  OpBuilder builder;
+
+  std::unordered_map<jit::Value *, c10::IValue> values;
+  std::unordered_map<jit::Value *, Value> mapped;
+  std::set<jit::Value *> dataDependent;
+  std::unordered_map<jit::Value *, std::string> attrPaths;
+  std::map<std::string, at::Tensor> parameters;
+  std::vector<std::string> parameterOrder;
+  std::vector<std::string> buffers;
+  std::map<std::string, std::string> aliases;
+  std::map<std::string, Value> paramValues;
+  Operation *lastParam = nullptr;
+  std::string currentPath;
+};
+
+} // namespace
+
+namespace pippy {
+llvm::Expected<OwningOpRef<ModuleOp>>
+importTorchScript(MLIRContext &context, const ImportOptions &options) {
+  context.loadDialect<func::FuncDialect, td::TorchDialect, pd::PippyDialect>();
+  try {
+    return Importer(context, options).run();
+  } catch (const ImportError &e) {
+    return llvm::createStringError(e.message);
+  } catch (const c10::Error &e) {
+    return llvm::createStringError(e.what_without_backtrace());
+  } catch (const std::exception &e) {
+    return llvm::createStringError(e.what());
+  }
+}
+} // namespace pippy

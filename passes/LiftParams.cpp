@@ -1,0 +1,170 @@
+//===- LiftParams.cpp - weight literals to named parameters ---------------===//
+//
+// Lifts Torch-MLIR's floating-point tensor literals into `pippy.param`s whose
+// values go to a safetensors file, and normalises `pipe_split()` markers.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pippy/Dialect/Pippy/PippyDialect.h"
+#include "pippy/Passes/Passes.h"
+#include "pippy/Support/Safetensors.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+
+#define DEBUG_TYPE "pippy-lift-params"
+
+namespace mlir::pippy {
+#define GEN_PASS_DEF_PIPPYLIFTPARAMS
+#include "passes/Passes.h.inc"
+} // namespace mlir::pippy
+
+using namespace mlir;
+using namespace mlir::pippy;
+namespace st = ::pippy::safetensors;
+
+namespace {
+
+/// The safetensors dtype of a float element type, if the format has one.
+std::optional<st::DType> getStorageDType(Type type) {
+  if (type.isF32())
+    return st::DType::F32;
+  if (type.isF64())
+    return st::DType::F64;
+  if (type.isF16())
+    return st::DType::F16;
+  if (type.isBF16())
+    return st::DType::BF16;
+  if (isa<Float8E4M3FNType>(type))
+    return st::DType::F8_E4M3;
+  if (isa<Float8E5M2Type>(type))
+    return st::DType::F8_E5M2;
+  return std::nullopt;
+}
+
+/// The little-endian bytes of every element of `attr` (splats expanded).
+std::vector<uint8_t> getDenseBytes(DenseElementsAttr attr) {
+  std::vector<uint8_t> bytes;
+  unsigned width = attr.getElementType().getIntOrFloatBitWidth();
+  bytes.reserve(attr.getNumElements() * (width / 8));
+  for (APFloat value : attr.getValues<APFloat>()) {
+    APInt bits = value.bitcastToAPInt();
+    for (unsigned i = 0; i < width / 8; ++i)
+      bytes.push_back(
+          static_cast<uint8_t>(bits.extractBitsAsZExtValue(8, i * 8)));
+  }
+  return bytes;
+}
+
+struct LiftParamsPass
+    : public mlir::pippy::impl::PippyLiftParamsBase<LiftParamsPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (weights.empty()) {
+      module.emitError("pippy-lift-params needs the option weights=FILE");
+      return signalPassFailure();
+    }
+    st::Writer writer;
+    llvm::StringSet<> written;
+    bool failed = false;
+
+    module.walk([&](func::FuncOp func) {
+      unsigned counter = 0;
+      func.walk([&](Operation *op) {
+        if (auto literal = dyn_cast<torch::ValueTensorLiteralOp>(op)) {
+          if (::mlir::failed(
+                  liftLiteral(literal, func, counter, writer, written)))
+            failed = true;
+          return;
+        }
+        if (auto marker = dyn_cast<torch::OperatorOp>(op))
+          if (::mlir::failed(replaceSplitMarker(marker)))
+            failed = true;
+      });
+    });
+    if (failed)
+      return signalPassFailure();
+
+    if (llvm::Error error = writer.write(weights)) {
+      module.emitError("cannot write weights: ")
+          << llvm::toString(std::move(error));
+      return signalPassFailure();
+    }
+    module->setAttr("pippy.weights",
+                    StringAttr::get(module.getContext(), weights));
+  }
+
+  LogicalResult liftLiteral(torch::ValueTensorLiteralOp literal,
+                            func::FuncOp func, unsigned &counter,
+                            st::Writer &writer, llvm::StringSet<> &written) {
+    auto value = cast<ElementsAttr>(literal.getValue());
+    auto shaped = cast<ShapedType>(value.getType());
+    if (!isa<FloatType>(shaped.getElementType()) ||
+        shaped.getNumElements() <= 1)
+      return success();
+    std::optional<st::DType> dtype = getStorageDType(shaped.getElementType());
+    if (!dtype)
+      return literal.emitOpError("has element type ")
+             << shaped.getElementType()
+             << ", which a safetensors file cannot store";
+
+    std::string name;
+    std::vector<uint8_t> bytes;
+    if (auto resource = dyn_cast<DenseResourceElementsAttr>(value)) {
+      DenseResourceElementsHandle handle = resource.getRawHandle();
+      name = handle.getKey().str();
+      const AsmResourceBlob *blob = handle.getBlob();
+      if (!blob)
+        return literal.emitOpError("uses dense_resource<")
+               << name << ">, which has no data in the file's "
+               << "dialect_resources section";
+      ArrayRef<char> data = blob->getData();
+      size_t expected = shaped.getNumElements() * st::dtypeSize(*dtype);
+      if (data.size() != expected)
+        return literal.emitOpError("dense_resource<")
+               << name << "> holds " << data.size() << " bytes but " << shaped
+               << " needs " << expected;
+      bytes.assign(data.begin(), data.end());
+    } else if (auto dense = dyn_cast<DenseElementsAttr>(value)) {
+      name = (func.getSymName() + ".literal" + Twine(counter++)).str();
+      bytes = getDenseBytes(dense);
+    } else {
+      return literal.emitOpError("has a value of an unsupported kind: ")
+             << value;
+    }
+
+    // One resource read by several literals is one (tied) parameter.
+    if (written.insert(name).second) {
+      if (llvm::Error error =
+              writer.add(name, *dtype, shaped.getShape(),
+                         ArrayRef<uint8_t>(bytes.data(), bytes.size())))
+        return literal.emitOpError(llvm::toString(std::move(error)));
+    }
+    OpBuilder builder(literal);
+    auto param =
+        ParamOp::create(builder, literal.getLoc(), literal.getType(), name);
+    literal.replaceAllUsesWith(param.getResult());
+    literal.erase();
+    return success();
+  }
+
+  LogicalResult replaceSplitMarker(torch::OperatorOp op) {
+    if (op.getName() != "torch.pippy._pipe_split")
+      return success();
+    if (op.getNumOperands() != 0 || op->getNumRegions() != 0 ||
+        llvm::any_of(op.getResults(), [](Value v) { return !v.use_empty(); }))
+      return op.emitOpError("torch.pippy._pipe_split must take no operands "
+                            "and have no used results");
+    OpBuilder builder(op);
+    SplitPointOp::create(builder, op.getLoc());
+    op.erase();
+    return success();
+  }
+};
+
+} // namespace

@@ -1,0 +1,374 @@
+//===- Program.cpp - compiled stage programs ------------------------------===//
+//
+// Compiles a graph-IR function into a flat instruction list over value
+// slots, resolving every op once, and runs it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pippy/Runtime/Program.h"
+
+#include "pippy/Dialect/Pippy/PippyDialect.h"
+#include "pippy/Dialect/Torch/TorchDialect.h"
+#include "pippy/Support/OpNames.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <ATen/ATen.h>
+
+using namespace mlir;
+namespace td = ::mlir::torch;
+namespace pd = ::mlir::pippy;
+using ::pippy::Program;
+using ::pippy::RuntimeError;
+using ::pippy::TensorSpec;
+
+namespace {
+
+std::string describe(Operation *op) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "'" << op->getName() << "' at " << op->getLoc();
+  return text;
+}
+
+TensorSpec specOf(Type type, Operation *where) {
+  auto tensor = dyn_cast<td::ValueTensorType>(type);
+  if (!tensor || !tensor.hasStaticShape() || !tensor.hasDtype())
+    throw RuntimeError(describe(where) +
+                       ": expected a tensor with static sizes and a dtype");
+  TensorSpec spec;
+  spec.sizes.assign(tensor.getSizes().begin(), tensor.getSizes().end());
+  spec.dtype = ::pippy::toScalarType(tensor.getDtype());
+  return spec;
+}
+
+/// The element type a list value must carry for the dispatcher to unbox it.
+c10::TypePtr listElementType(Type elementType) {
+  if (isa<td::BaseTensorType>(elementType))
+    return c10::TensorType::get();
+  if (auto optional = dyn_cast<td::OptionalType>(elementType))
+    return c10::OptionalType::create(
+        listElementType(optional.getContainedType()));
+  if (isa<td::IntType>(elementType))
+    return c10::IntType::get();
+  if (isa<td::FloatType>(elementType))
+    return c10::FloatType::get();
+  if (isa<td::BoolType>(elementType))
+    return c10::BoolType::get();
+  if (isa<td::NumberType>(elementType))
+    return c10::NumberType::get();
+  return c10::AnyType::get();
+}
+
+at::Tensor literalTensor(td::ValueTensorLiteralOp op) {
+  auto value = cast<ElementsAttr>(op.getValue());
+  auto shaped = cast<ShapedType>(value.getType());
+  std::vector<int64_t> sizes(shaped.getShape().begin(),
+                             shaped.getShape().end());
+  at::ScalarType dtype = ::pippy::toScalarType(shaped.getElementType());
+  at::Tensor tensor = at::empty(sizes, at::TensorOptions().dtype(dtype));
+  size_t bytes = tensor.numel() * tensor.element_size();
+  if (auto dense = dyn_cast<DenseElementsAttr>(value)) {
+    if (dtype == at::kBool) {
+      auto *out = tensor.data_ptr<bool>();
+      int64_t i = 0;
+      for (bool b : dense.getValues<bool>())
+        out[i++] = b;
+      return tensor;
+    }
+    ArrayRef<char> raw = dense.getRawData();
+    if (dense.isSplat()) {
+      size_t width = tensor.element_size();
+      for (size_t offset = 0; offset < bytes; offset += width)
+        std::memcpy(static_cast<char *>(tensor.data_ptr()) + offset, raw.data(),
+                    width);
+    } else {
+      std::memcpy(tensor.data_ptr(), raw.data(), bytes);
+    }
+    return tensor;
+  }
+  if (auto resource = dyn_cast<DenseResourceElementsAttr>(value)) {
+    const AsmResourceBlob *blob = resource.getRawHandle().getBlob();
+    if (!blob || blob->getData().size() != bytes)
+      throw RuntimeError(describe(op) + ": dense_resource<" +
+                         resource.getRawHandle().getKey().str() +
+                         "> has no data of the right size");
+    std::memcpy(tensor.data_ptr(), blob->getData().data(), bytes);
+    return tensor;
+  }
+  throw RuntimeError(describe(op) + ": unsupported literal");
+}
+
+/// Whether a value of MLIR type `type` may be passed where the schema
+/// expects `expected`.
+bool isCompatible(Type type, const c10::TypePtr &expected) {
+  c10::TypePtr target = expected;
+  if (auto optional = target->cast<c10::OptionalType>()) {
+    if (isa<td::NoneType>(type))
+      return true;
+    target = optional->getElementType();
+  }
+  bool wantsTensor = target->kind() == c10::TypeKind::TensorType;
+  bool isTensor = isa<td::BaseTensorType>(type);
+  if (wantsTensor != isTensor)
+    return false;
+  if (target->kind() == c10::TypeKind::ListType)
+    return isa<td::ListType>(type);
+  return true;
+}
+
+} // namespace
+
+namespace pippy {
+at::ScalarType toScalarType(Type dtype) {
+  if (dtype.isF32())
+    return at::kFloat;
+  if (dtype.isF64())
+    return at::kDouble;
+  if (dtype.isF16())
+    return at::kHalf;
+  if (dtype.isBF16())
+    return at::kBFloat16;
+  if (dtype.isSignedInteger(64))
+    return at::kLong;
+  if (dtype.isSignedInteger(32))
+    return at::kInt;
+  if (dtype.isSignedInteger(16))
+    return at::kShort;
+  if (dtype.isSignedInteger(8))
+    return at::kChar;
+  if (dtype.isUnsignedInteger(8))
+    return at::kByte;
+  if (dtype.isSignlessInteger(1))
+    return at::kBool;
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << dtype;
+  throw RuntimeError("unsupported dtype " + text);
+}
+} // namespace pippy
+
+Program Program::compile(func::FuncOp func) {
+  Program program;
+  llvm::DenseMap<Value, int> slotOf;
+  auto newSlot = [&](Value value) {
+    int slot = program.numSlots++;
+    slotOf[value] = slot;
+    program.constantSlots.emplace_back();
+    program.isConstant.push_back(false);
+    return slot;
+  };
+  auto slot = [&](Value value, Operation *user) {
+    auto it = slotOf.find(value);
+    if (it == slotOf.end())
+      throw RuntimeError(describe(user) + ": uses a value defined outside "
+                                          "the function");
+    return it->second;
+  };
+  auto setConstant = [&](Value value, c10::IValue constant) {
+    int s = newSlot(value);
+    program.constantSlots[s] = std::move(constant);
+    program.isConstant[s] = true;
+  };
+
+  Block &body = func.getBody().front();
+  for (BlockArgument arg : body.getArguments()) {
+    program.argSlots.push_back(newSlot(arg));
+    program.argSpecs.push_back(specOf(arg.getType(), func));
+  }
+
+  std::map<std::string, int> paramSlotByName;
+  for (Operation &operation : body) {
+    Operation *op = &operation;
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      for (Value v : ret.getOperands())
+        program.resultSlots.push_back(slot(v, op));
+      break;
+    }
+    if (auto param = dyn_cast<pd::ParamOp>(op)) {
+      std::string name = param.getName().str();
+      auto it = paramSlotByName.find(name);
+      if (it != paramSlotByName.end()) {
+        slotOf[param.getResult()] = it->second;
+        continue;
+      }
+      int s = newSlot(param.getResult());
+      paramSlotByName[name] = s;
+      program.paramSlots.emplace_back(s, name);
+      program.paramSpecs.emplace_back(name, specOf(param.getType(), op));
+      continue;
+    }
+    if (auto c = dyn_cast<td::ConstantIntOp>(op)) {
+      setConstant(c.getResult(), c10::IValue(c.getValueAttr().getInt()));
+      continue;
+    }
+    if (auto c = dyn_cast<td::ConstantFloatOp>(op)) {
+      setConstant(c.getResult(), c10::IValue(c.getValue().convertToDouble()));
+      continue;
+    }
+    if (auto c = dyn_cast<td::ConstantBoolOp>(op)) {
+      setConstant(c.getResult(), c10::IValue(c.getValue()));
+      continue;
+    }
+    if (auto c = dyn_cast<td::ConstantNoneOp>(op)) {
+      setConstant(c.getResult(), c10::IValue());
+      continue;
+    }
+    if (auto c = dyn_cast<td::ConstantStrOp>(op)) {
+      setConstant(c.getResult(), c10::IValue(c.getValue().str()));
+      continue;
+    }
+    if (auto c = dyn_cast<td::ConstantDeviceOp>(op)) {
+      setConstant(c.getResult(), c10::IValue(c10::Device(c.getValue().str())));
+      continue;
+    }
+    if (auto c = dyn_cast<td::ValueTensorLiteralOp>(op)) {
+      setConstant(c.getResult(), c10::IValue(literalTensor(c)));
+      continue;
+    }
+    if (isa<td::DerefineOp, td::TensorStaticInfoCastOp>(op)) {
+      slotOf[op->getResult(0)] = slot(op->getOperand(0), op);
+      continue;
+    }
+
+    Instruction inst;
+    for (Value operand : op->getOperands())
+      inst.inputs.push_back(slot(operand, op));
+
+    if (auto list = dyn_cast<td::PrimListConstructOp>(op)) {
+      inst.kind = Kind::BuildList;
+      inst.listElement = listElementType(list.getType().getContainedType());
+      bool allConstant = llvm::all_of(
+          inst.inputs, [&](int s) { return program.isConstant[s]; });
+      if (allConstant) {
+        c10::impl::GenericList value(inst.listElement);
+        for (int s : inst.inputs)
+          value.push_back(program.constantSlots[s]);
+        setConstant(list.getResult(), c10::IValue(std::move(value)));
+        continue;
+      }
+    } else if (isa<td::PrimTupleConstructOp>(op)) {
+      inst.kind = Kind::BuildTuple;
+    } else if (isa<td::PrimTupleUnpackOp, td::PrimListUnpackOp>(op)) {
+      inst.kind = Kind::Unpack;
+    } else if (td::isDefaultFormatOp(op)) {
+      std::optional<::pippy::AtenOpName> name =
+          ::pippy::parseTorchOpName(op->getName().getStringRef());
+      if (!name)
+        throw RuntimeError(describe(op) + ": not an operator name");
+      c10::OperatorName opName(name->qualifiedName(), name->overload);
+      const c10::FunctionSchema *schema = nullptr;
+      if (auto handle = c10::Dispatcher::singleton().findSchema(opName)) {
+        inst.kind = Kind::Dispatch;
+        inst.handle = handle;
+        schema = &handle->schema();
+      } else if (auto jitOp = ::torch::jit::findOperatorFor(opName)) {
+        inst.kind = Kind::Operator;
+        inst.operation = jitOp->getOperation();
+        schema = &jitOp->schema();
+      } else {
+        throw RuntimeError(describe(op) + ": libtorch 1.13 has no operator " +
+                           name->str());
+      }
+      const auto &args = schema->arguments();
+      if (args.size() != op->getNumOperands() ||
+          schema->returns().size() != op->getNumResults()) {
+        std::ostringstream os;
+        os << *schema;
+        throw RuntimeError(
+            describe(op) + ": has " + std::to_string(op->getNumOperands()) +
+            " operands and " + std::to_string(op->getNumResults()) +
+            " results but the schema is " + os.str());
+      }
+      for (size_t i = 0; i < args.size(); ++i)
+        if (!isCompatible(op->getOperand(i).getType(), args[i].type())) {
+          std::string text;
+          llvm::raw_string_ostream tos(text);
+          tos << op->getOperand(i).getType();
+          throw RuntimeError(describe(op) + ": operand " + std::to_string(i) +
+                             " ('" + args[i].name() + "') has type " + text +
+                             " but the schema expects " +
+                             args[i].type()->str());
+        }
+    } else {
+      throw RuntimeError(describe(op) + ": is not supported by the runtime");
+    }
+    for (Value result : op->getResults())
+      inst.outputs.push_back(newSlot(result));
+    program.code.push_back(std::move(inst));
+  }
+  if (program.resultSlots.empty() && func.getNumResults() != 0)
+    throw RuntimeError("function '" + func.getSymName().str() +
+                       "' has no return");
+  return program;
+}
+
+std::vector<c10::IValue>
+Program::run(const std::vector<c10::IValue> &args,
+             const std::map<std::string, at::Tensor> &params) const {
+  if (args.size() != argSlots.size())
+    throw RuntimeError("expected " + std::to_string(argSlots.size()) +
+                       " inputs but got " + std::to_string(args.size()));
+  std::vector<c10::IValue> slots = constantSlots;
+  for (size_t i = 0; i < args.size(); ++i)
+    slots[argSlots[i]] = args[i];
+  for (const auto &[s, name] : paramSlots) {
+    auto it = params.find(name);
+    if (it == params.end())
+      throw RuntimeError("no value for parameter '" + name + "'");
+    slots[s] = it->second;
+  }
+
+  ::torch::jit::Stack stack;
+  stack.reserve(16);
+  for (const Instruction &inst : code) {
+    stack.clear();
+    for (int s : inst.inputs)
+      stack.push_back(slots[s]);
+    switch (inst.kind) {
+    case Kind::Dispatch:
+      inst.handle->callBoxed(stack);
+      break;
+    case Kind::Operator:
+      (*inst.operation)(stack);
+      break;
+    case Kind::BuildList: {
+      c10::impl::GenericList list(inst.listElement);
+      list.reserve(stack.size());
+      for (c10::IValue &v : stack)
+        list.push_back(std::move(v));
+      stack.clear();
+      stack.emplace_back(std::move(list));
+      break;
+    }
+    case Kind::BuildTuple: {
+      auto tuple = c10::ivalue::Tuple::create(std::move(stack));
+      stack.clear();
+      stack.emplace_back(std::move(tuple));
+      break;
+    }
+    case Kind::Unpack: {
+      c10::IValue container = std::move(stack.back());
+      stack.clear();
+      if (container.isTuple())
+        for (const c10::IValue &e : container.toTupleRef().elements())
+          stack.push_back(e);
+      else
+        for (const c10::IValue &e : container.toListRef())
+          stack.push_back(e);
+      break;
+    }
+    }
+    for (size_t i = 0; i < inst.outputs.size(); ++i)
+      slots[inst.outputs[i]] = std::move(stack[i]);
+  }
+  std::vector<c10::IValue> results;
+  results.reserve(resultSlots.size());
+  for (int s : resultSlots)
+    results.push_back(slots[s]);
+  return results;
+}

@@ -1,0 +1,226 @@
+"""Shared code of the model-zoo generators (see README.md for the semantics).
+
+Each generator script does, in this order:
+    torch.manual_seed(0)          # before building the model (common.seed())
+    model = Model()               # deterministic init from the seed above
+    data  = ...                   # from a separate torch.Generator (data_gen())
+    generate(name, model, example_inputs, data_inputs, targets, loss, out_dir)
+
+Models must be deterministic in train mode: no dropout (or p=0), no BatchNorm.
+Everything float is float32; integer inputs/targets are int64.
+"""
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import st  # noqa: E402
+
+torch.set_num_threads(1)  # deterministic, machine-independent reductions
+
+_MLIR_DTYPES = {
+    torch.float32: "f32",
+    torch.float64: "f64",
+    torch.float16: "f16",
+    torch.bfloat16: "bf16",
+    torch.int64: "si64",
+    torch.int32: "si32",
+    torch.int16: "si16",
+    torch.int8: "si8",
+    torch.uint8: "ui8",
+    torch.bool: "i1",
+}
+
+LOSSES = ("cross_entropy", "mse")
+
+
+def seed():
+    """Seed the global RNG; call right before building the model."""
+    torch.manual_seed(0)
+
+
+def data_gen(s=1):
+    """A generator for data, independent of the model-init RNG stream."""
+    g = torch.Generator()
+    g.manual_seed(s)
+    return g
+
+
+def mlir_shape(t):
+    """MLIR-style shape string: "4x32xf32"; a 0-d tensor gives "f32"."""
+    return "x".join([str(d) for d in t.shape] + [_MLIR_DTYPES[t.dtype]])
+
+
+def compute_loss(loss, out, target):
+    """Loss of one micro-batch (mean over its elements)."""
+    if loss == "cross_entropy":
+        return F.cross_entropy(out.flatten(0, -2), target.flatten())
+    if loss == "mse":
+        return F.mse_loss(out, target)
+    raise ValueError("unknown loss %r" % (loss,))
+
+
+def _as_tuple(x):
+    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+
+
+def _named(prefix, xs):
+    xs = _as_tuple(xs)
+    if len(xs) == 1:
+        return {prefix: xs[0]}
+    return {"%s.%d" % (prefix, i): x for i, x in enumerate(xs)}
+
+
+def aliases(model):
+    """{alias_name: first_name} for every parameter/buffer reachable under
+    more than one name (first_name = the name named_parameters()/
+    named_buffers() reports). torch 1.13 has no remove_duplicate= on
+    named_parameters, so walk every module occurrence by hand."""
+    first = {}
+    for n, p in model.named_parameters():
+        first[id(p)] = n
+    for n, b in model.named_buffers():
+        first.setdefault(id(b), n)
+    out = {}
+    for mname, mod in model.named_modules(remove_duplicate=False):
+        for kind in (mod._parameters, mod._buffers):
+            for pname, t in kind.items():
+                if t is None:
+                    continue
+                full = mname + "." + pname if mname else pname
+                if full != first[id(t)]:
+                    out[full] = first[id(t)]
+    return out
+
+
+def state(model):
+    """Parameters then buffers, first names only, detached float32 copies."""
+    d = {}
+    for n, p in model.named_parameters():
+        d[n] = p.detach().clone()
+    for n, b in model.named_buffers():
+        d[n] = b.detach().clone()
+    return d
+
+
+def _check_dtypes(tensors, what):
+    for t in tensors:
+        if t.is_floating_point() and t.dtype != torch.float32:
+            raise TypeError("%s: float tensors must be float32, got %s" % (what, t.dtype))
+
+
+def generate(name, model, example_inputs, data_inputs, targets, loss, out_dir,
+             lr=0.05, microbatches=2, steps=3):
+    """Write the zoo files for one model into out_dir (see README.md).
+
+    example_inputs: tuple of tensors at micro-batch size (dim 0 = mb).
+    data_inputs:    tuple of tensors (dim 0 = rows), targets: tensor, same rows.
+    The caller must have called torch.manual_seed(0) before building `model`.
+    """
+    t0 = time.time()
+    assert loss in LOSSES, loss
+    os.makedirs(out_dir, exist_ok=True)
+    base = os.path.join(out_dir, name)
+    example_inputs = _as_tuple(example_inputs)
+    data_inputs = _as_tuple(data_inputs)
+    assert len(example_inputs) == len(data_inputs)
+    mb = example_inputs[0].shape[0]
+    rows = targets.shape[0]
+    for e, d in zip(example_inputs, data_inputs):
+        assert e.shape[0] == mb, "example inputs disagree on micro-batch size"
+        assert d.shape[0] == rows, "data inputs and targets disagree on rows"
+        assert e.shape[1:] == d.shape[1:] and e.dtype == d.dtype
+    _check_dtypes(list(data_inputs) + [targets] + list(state(model).values()), name)
+
+    model.train()  # no dropout / BatchNorm, so train mode is deterministic
+
+    # 1. initial weights (before anything can touch them)
+    st.save(base + ".weights.safetensors", state(model),
+            {"aliases": json.dumps(aliases(model), sort_keys=True)})
+
+    # 2. traced TorchScript module at micro-batch size, grad enabled
+    with torch.enable_grad():
+        traced = torch.jit.trace(model, example_inputs)
+    traced.save(base + ".pt")
+
+    # 3. data
+    data = _named("input", data_inputs)
+    data["target"] = targets
+    st.save(base + ".data.safetensors", data)
+
+    def rows_of(start, n):
+        idx = (torch.arange(n) + start) % rows
+        return (tuple(d.index_select(0, idx) for d in data_inputs),
+                targets.index_select(0, idx))
+
+    # 4. reference forward on the first micro-batch
+    x0, _ = rows_of(0, mb)
+    with torch.no_grad():
+        out0 = model(*x0)
+    outs = _as_tuple(out0)
+    st.save(base + ".ref.safetensors", _named("output", outs))
+
+    # 5. training: SGD, step loss = mean over micro-batches of the mean loss
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    losses = []
+    unused = []
+    for k in range(steps):
+        opt.zero_grad()
+        total = 0.0
+        xs, ys = rows_of(k * microbatches * mb, microbatches * mb)
+        for m in range(microbatches):
+            sl = slice(m * mb, (m + 1) * mb)
+            out = model(*[x[sl] for x in xs])
+            if isinstance(out, (tuple, list)):
+                out = out[0]  # the loss is taken on the first output
+            l = compute_loss(loss, out, ys[sl]) / microbatches
+            l.backward()
+            total = total + l.detach()
+        losses.append(float(total))
+        if k == 0:
+            grads = {}
+            for n, p in model.named_parameters():
+                if p.grad is None:
+                    unused.append(n)
+                    grads[n] = torch.zeros_like(p)
+                else:
+                    grads[n] = p.grad.detach().clone()
+            st.save(base + ".grads.safetensors", grads,
+                    {"unused": json.dumps(unused)} if unused else None)
+        opt.step()
+
+    st.save(base + ".final.safetensors", state(model),
+            {"aliases": json.dumps(aliases(model), sort_keys=True)})
+
+    ref = {
+        "losses": losses,
+        "loss": loss,
+        "microbatches": microbatches,
+        "lr": lr,
+        "steps": steps,
+        "micro_batch": mb,
+        "input_shapes": ",".join(mlir_shape(x) for x in example_inputs),
+        "output_shapes": ",".join(mlir_shape(o) for o in outs),
+        "target_shape": mlir_shape(targets[:mb]),
+        "rows": rows,
+        "torch_version": torch.__version__,
+    }
+    with open(base + ".ref.json", "w") as f:
+        json.dump(ref, f, indent=1)
+        f.write("\n")
+    return ref, time.time() - t0
+
+
+def main(name, build):
+    """Entry point of a generator: build() -> (model, example_inputs,
+    data_inputs, targets, loss[, kwargs])."""
+    if len(sys.argv) != 2:
+        sys.exit("usage: %s OUT_DIR" % sys.argv[0])
+    res = build()
+    kw = res[5] if len(res) > 5 else {}
+    ref, dt = generate(name, *res[:5], out_dir=sys.argv[1], **kw)
+    print("%s: losses %s (%.2fs)" % (name, ", ".join("%.6f" % l for l in ref["losses"]), dt))

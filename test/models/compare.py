@@ -1,0 +1,103 @@
+#!/usr/bin/python3
+"""Runs one zoo model through pippy-import and pippy-run --nproc 1 and
+compares everything with PyTorch's reference numbers.
+
+Usage: compare.py MODEL ZOO_DIR BIN_DIR
+
+ZOO_DIR holds the generator's files (MODEL.pt, MODEL.data.safetensors,
+MODEL.ref.json, ...); BIN_DIR holds pippy-import and pippy-run. Checks, each
+printed on one line:
+  output  forward output on the first micro-batch (pippy-run --infer)
+  grads   every parameter gradient of step 1 (--save-grads)
+  losses  the per-step losses of the SGD steps (--metrics)
+  weights every weight after the steps (--save-weights)
+Tensors match when max|a-b| <= 1e-5 * max|b|, losses within 1e-5 relative
+(DESIGN.md). Exits non-zero if anything differs.
+"""
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import st  # noqa: E402
+
+TOL = 1e-5
+
+
+def run(cmd):
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.stdout.write(f"FAILED: {' '.join(cmd)}\n{proc.stdout}{proc.stderr}")
+        sys.exit(1)
+    return proc.stdout
+
+
+def compare_tensors(what, got, ref):
+    """Returns the worst relative error and the failing names."""
+    bad = []
+    worst = 0.0
+    if set(got) != set(ref):
+        bad.append(f"names differ: missing {sorted(set(ref) - set(got))}, "
+                   f"extra {sorted(set(got) - set(ref))}")
+    for name in sorted(set(got) & set(ref)):
+        a, b = got[name].double(), ref[name].double()
+        if a.shape != b.shape:
+            bad.append(f"{name}: shape {list(a.shape)} vs {list(b.shape)}")
+            continue
+        scale = b.abs().max().item() if b.numel() else 0.0
+        err = (a - b).abs().max().item() if b.numel() else 0.0
+        rel = err / scale if scale > 0 else err
+        worst = max(worst, rel)
+        if err > TOL * scale:
+            bad.append(f"{name}: max|a-b| {err:.3e} > 1e-5 * {scale:.3e}")
+    status = "ok" if not bad else "MISMATCH"
+    print(f"{what:8s} {status} ({len(ref)} tensors, worst relative error "
+          f"{worst:.2e})")
+    for line in bad:
+        print(f"  {line}")
+    return not bad
+
+
+def main():
+    model, zoo, bindir = sys.argv[1:4]
+    p = lambda suffix: os.path.join(zoo, model + suffix)
+    ref = json.load(open(p(".ref.json")))
+    mlir, weights = p(".mlir"), p(".imported.safetensors")
+    run([os.path.join(bindir, "pippy-import"), p(".pt"), "--input-shapes",
+         ref["input_shapes"], "-o", mlir, "--weights", weights])
+
+    # Forward on the first micro-batch.
+    data, _ = st.load(p(".data.safetensors"))
+    mb = ref["micro_batch"]
+    first = {k: v[:mb] for k, v in data.items() if k.startswith("input")}
+    st.save(p(".first.safetensors"), first)
+    run([os.path.join(bindir, "pippy-run"), mlir, "--infer", "--data",
+         p(".first.safetensors"), "--output", p(".out.safetensors")])
+    ok = compare_tensors("output", st.load(p(".out.safetensors"))[0],
+                         st.load(p(".ref.safetensors"))[0])
+
+    # Training: step-1 gradients, losses, final weights.
+    run([os.path.join(bindir, "pippy-run"), mlir, "--nproc", "1",
+         "--microbatches", str(ref["microbatches"]), "--steps",
+         str(ref["steps"]), "--data", p(".data.safetensors"), "--loss",
+         ref["loss"], "--optimizer", "sgd", "--lr", str(ref["lr"]),
+         "--metrics", p(".metrics.json"), "--save-grads",
+         p(".pippy-grads.safetensors"), "--save-weights",
+         p(".pippy-final.safetensors")])
+    ok &= compare_tensors("grads", st.load(p(".pippy-grads.safetensors"))[0],
+                          st.load(p(".grads.safetensors"))[0])
+    losses = [s["loss"] for s in json.load(open(p(".metrics.json")))["steps"]]
+    worst = max(abs(a - b) / abs(b) for a, b in zip(losses, ref["losses"]))
+    same = len(losses) == len(ref["losses"]) and worst <= TOL
+    print(f"losses   {'ok' if same else 'MISMATCH'} "
+          f"({', '.join(f'{l:.6f}' for l in losses)}; reference "
+          f"{', '.join(f'{l:.6f}' for l in ref['losses'])})")
+    ok &= same
+    ok &= compare_tensors("weights", st.load(p(".pippy-final.safetensors"))[0],
+                          st.load(p(".final.safetensors"))[0])
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

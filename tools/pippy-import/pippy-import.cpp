@@ -1,0 +1,64 @@
+//===- pippy-import.cpp - TorchScript to pippy's graph IR -----------------===//
+//
+//   pippy-import model.pt --input-shapes 4x32xf32 -o model.mlir \
+//       --weights model.safetensors
+//
+//===----------------------------------------------------------------------===//
+
+#include "pippy/Import/TorchScript.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OperationSupport.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/WithColor.h"
+
+using namespace llvm;
+
+static cl::opt<std::string> inputFile(cl::Positional, cl::Required,
+                                      cl::desc("<model.pt>"));
+static cl::opt<std::string>
+    inputShapes("input-shapes", cl::Required,
+                cl::desc("one shape per forward argument at micro-batch "
+                         "size, e.g. 4x32xf32 or 2x16xsi64,2x16xsi64"));
+static cl::opt<std::string> outputFile("o", cl::desc("output IR file"),
+                                       cl::value_desc("file"), cl::init("-"));
+static cl::opt<std::string>
+    weightsFile("weights", cl::Required,
+                cl::desc("safetensors file that receives the parameters"),
+                cl::value_desc("file"));
+
+static int fail(const Twine &message) {
+  WithColor::error(errs(), "pippy-import") << message << "\n";
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  InitLLVM init(argc, argv);
+  cl::ParseCommandLineOptions(
+      argc, argv, "pippy-import: traced TorchScript module to graph IR\n");
+
+  Expected<std::vector<pippy::InputShape>> shapes =
+      pippy::parseInputShapes(inputShapes);
+  if (!shapes)
+    return fail("--input-shapes: " + toString(shapes.takeError()));
+
+  mlir::MLIRContext context;
+  pippy::ImportOptions options{inputFile, std::move(*shapes), weightsFile};
+  auto module = pippy::importTorchScript(context, options);
+  if (!module)
+    return fail(inputFile + ": " + toString(module.takeError()));
+
+  std::string error;
+  auto output = mlir::openOutputFile(outputFile, &error);
+  if (!output)
+    return fail(error);
+  // Module paths are locations: print them so passes can split by path.
+  mlir::OpPrintingFlags flags;
+  flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false);
+  (*module)->print(output->os(), flags);
+  output->keep();
+  return 0;
+}
