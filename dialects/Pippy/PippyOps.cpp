@@ -83,10 +83,9 @@ LogicalResult StageOp::verifyRegions() {
   for (auto [i, pair] : llvm::enumerate(
            llvm::zip(getInputs().getTypes(), body.getArgumentTypes())))
     if (std::get<0>(pair) != std::get<1>(pair))
-      return emitOpError("input #")
-             << i << " has type " << std::get<0>(pair)
-             << " but region argument #" << i << " has type "
-             << std::get<1>(pair);
+      return emitOpError("input #") << i << " has type " << std::get<0>(pair)
+                                    << " but region argument #" << i
+                                    << " has type " << std::get<1>(pair);
   auto yield = dyn_cast<YieldOp>(body.getTerminator());
   if (!yield)
     return emitOpError("region must end in pippy.yield");
@@ -192,8 +191,7 @@ LogicalResult PipelineOp::verifyRegions() {
       return emitOpError("tied group \"")
              << name << "\" lists stages "
              << formatStages(group->second.getStages())
-             << " but the parameter is used by stages "
-             << formatStages(stages);
+             << " but the parameter is used by stages " << formatStages(stages);
   }
   for (auto &[name, group] : groups)
     if (!users.count(name))
@@ -204,8 +202,7 @@ LogicalResult PipelineOp::verifyRegions() {
   llvm::StringMap<Type> types;
   for (StageOp stage : getStages()) {
     WalkResult result = stage.walk([&](ParamOp param) {
-      auto [it, inserted] =
-          types.try_emplace(param.getName(), param.getType());
+      auto [it, inserted] = types.try_emplace(param.getName(), param.getType());
       if (inserted || it->second == param.getType())
         return WalkResult::advance();
       param.emitOpError("has type ")

@@ -3,7 +3,8 @@
 // Registers the torch types and ops, and handles every other op name of the
 // form `torch.<ns>.<name>[.<overload>]` in Torch-MLIR's shared default format:
 //
-//   %r = torch.aten.mm %a, %b : !torch.vtensor<..>, !torch.vtensor<..> -> !torch.vtensor<..>
+//   %r = torch.aten.mm %a, %b : !torch.vtensor<..>, !torch.vtensor<..> ->
+//   !torch.vtensor<..>
 //
 // Such ops stay unregistered operations, so any ATen or prims operator, old or
 // new, reads and prints without a per-op definition.
@@ -41,9 +42,8 @@ static bool isDefaultFormatName(StringRef name) {
     return false;
   SmallVector<StringRef, 4> parts;
   name.split(parts, '.');
-  if (parts.size() < 2 || llvm::any_of(parts, [](StringRef p) {
-        return p.empty();
-      }))
+  if (parts.size() < 2 ||
+      llvm::any_of(parts, [](StringRef p) { return p.empty(); }))
     return false;
   // Every constant has a registered op of its own: `torch.constant.intt` is a
   // typo, not an operator.

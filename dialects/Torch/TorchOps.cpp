@@ -147,9 +147,8 @@ LogicalResult BindSymbolicShapeOp::verify() {
   AffineMap map = getShapeExpressions().getValue();
   if (map.getNumSymbols() != getShapeSymbols().size())
     return emitOpError("has ")
-           << getShapeSymbols().size()
-           << " shape symbols but its map has " << map.getNumSymbols()
-           << " symbols";
+           << getShapeSymbols().size() << " shape symbols but its map has "
+           << map.getNumSymbols() << " symbols";
   auto tensor = cast<BaseTensorType>(getOperand().getType());
   if (tensor.hasSizes() && map.getNumResults() != tensor.getSizes().size())
     return emitOpError("map has ")
@@ -230,9 +229,8 @@ LogicalResult PrimListConstructOp::verify() {
   Type elementType = getType().getContainedType();
   for (auto [i, element] : llvm::enumerate(getElements()))
     if (!isValidSubtype(element.getType(), elementType))
-      return emitOpError("element #")
-             << i << " has type " << element.getType()
-             << " but the list holds " << elementType;
+      return emitOpError("element #") << i << " has type " << element.getType()
+                                      << " but the list holds " << elementType;
   return success();
 }
 
@@ -244,9 +242,8 @@ LogicalResult PrimTupleConstructOp::verify() {
            << types.size();
   for (auto [i, element] : llvm::enumerate(getElements()))
     if (!isValidSubtype(element.getType(), types[i]))
-      return emitOpError("element #")
-             << i << " has type " << element.getType()
-             << " but the tuple expects " << types[i];
+      return emitOpError("element #") << i << " has type " << element.getType()
+                                      << " but the tuple expects " << types[i];
   return success();
 }
 
@@ -300,8 +297,8 @@ LogicalResult PrimIfOp::verify() {
     if (yield.getResults().getTypes() != getResultTypes())
       return yield.emitOpError("yields types (")
                  .append(yield.getResults().getTypes())
-             << ") but the torch.prim.If results are ("
-             << getResultTypes() << ")";
+             << ") but the torch.prim.If results are (" << getResultTypes()
+             << ")";
   }
   return success();
 }
@@ -317,8 +314,8 @@ LogicalResult PrimLoopOp::verify() {
     return emitOpError("the first body argument must be !torch.int");
   if (getResults().size() != getIterArgsInit().size())
     return emitOpError("has ")
-           << getResults().size() << " results but "
-           << getIterArgsInit().size() << " loop-carried values";
+           << getResults().size() << " results but " << getIterArgsInit().size()
+           << " loop-carried values";
   auto condition = dyn_cast<PrimLoopConditionOp>(body.getTerminator());
   if (!condition)
     return emitOpError("body must end in torch.prim.Loop.condition");
@@ -358,8 +355,7 @@ void InitializeGlobalSlotsOp::print(OpAsmPrinter &p) {
   p.printOptionalAttrDict((*this)->getAttrs(), {"slotSymNames"});
   p << " [";
   p.printNewline();
-  for (auto [slot, value] :
-       llvm::zip(getSlotSymNames(), getInitialValues())) {
+  for (auto [slot, value] : llvm::zip(getSlotSymNames(), getInitialValues())) {
     p << "  " << slot << "(" << value << " : " << value.getType() << ")";
     p.printNewline();
   }
@@ -368,8 +364,7 @@ void InitializeGlobalSlotsOp::print(OpAsmPrinter &p) {
 
 LogicalResult InitializeGlobalSlotsOp::verify() {
   if (getInitialValues().size() != getSlotSymNames().size())
-    return emitOpError("has ")
-           << getInitialValues().size() << " values for "
-           << getSlotSymNames().size() << " slots";
+    return emitOpError("has ") << getInitialValues().size() << " values for "
+                               << getSlotSymNames().size() << " slots";
   return success();
 }

@@ -334,8 +334,7 @@ static void printTensorParts(AsmPrinter &printer,
   printer << ">";
 }
 
-template <typename TensorType>
-static Type parseTensorType(AsmParser &parser) {
+template <typename TensorType> static Type parseTensorType(AsmParser &parser) {
   SMLoc loc = parser.getCurrentLocation();
   FailureOr<TensorTypeParts> parts = parseTensorParts(parser);
   if (failed(parts))
@@ -343,9 +342,9 @@ static Type parseTensorType(AsmParser &parser) {
   std::optional<ArrayRef<int64_t>> sizes;
   if (parts->sizes)
     sizes = ArrayRef<int64_t>(*parts->sizes);
-  return TensorType::getChecked(
-      [&] { return parser.emitError(loc); }, parser.getContext(), sizes,
-      parts->dtype, parts->sparsity);
+  return TensorType::getChecked([&] { return parser.emitError(loc); },
+                                parser.getContext(), sizes, parts->dtype,
+                                parts->sparsity);
 }
 
 NonValueTensorType ValueTensorType::getWithoutValueSemantics() const {

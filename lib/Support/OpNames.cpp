@@ -11,8 +11,7 @@ using namespace pippy;
 static bool isIdentifier(llvm::StringRef s) {
   if (s.empty() || (!llvm::isAlpha(s.front()) && s.front() != '_'))
     return false;
-  return llvm::all_of(
-      s, [](char c) { return llvm::isAlnum(c) || c == '_'; });
+  return llvm::all_of(s, [](char c) { return llvm::isAlnum(c) || c == '_'; });
 }
 
 std::optional<AtenOpName> pippy::parseTorchOpName(llvm::StringRef opName) {

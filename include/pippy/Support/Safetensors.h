@@ -34,16 +34,16 @@ namespace pippy::safetensors {
 
 /// The element types of the format, spelled as in the header.
 enum class DType {
-  BOOL, // "BOOL", 1 byte
-  U8,   // "U8"
-  I8,   // "I8"
-  I16,  // "I16"
-  I32,  // "I32"
-  I64,  // "I64"
-  F16,  // "F16"
-  BF16, // "BF16"
-  F32,  // "F32"
-  F64,  // "F64"
+  BOOL,    // "BOOL", 1 byte
+  U8,      // "U8"
+  I8,      // "I8"
+  I16,     // "I16"
+  I32,     // "I32"
+  I64,     // "I64"
+  F16,     // "F16"
+  BF16,    // "BF16"
+  F32,     // "F32"
+  F64,     // "F64"
   F8_E4M3, // "F8_E4M3"
   F8_E5M2, // "F8_E5M2"
 };
