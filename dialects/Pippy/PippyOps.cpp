@@ -136,9 +136,9 @@ LogicalResult PipelineOp::verifyRegions() {
     if (!stage)
       return op.emitOpError("is not allowed in a pippy.pipeline body; "
                             "expected pippy.stage or pippy.yield");
-    if (stage.getIndex() != expected)
+    if (stage.getIndexAttr().getInt() != expected)
       return stage.emitOpError("has index ")
-             << stage.getIndex() << "; expected " << expected
+             << stage.getIndexAttr().getInt() << "; expected " << expected
              << " (stage indices are 0, 1, 2, ... in order)";
     for (auto [i, input] : llvm::enumerate(stage.getInputs())) {
       auto producer = input.getDefiningOp<StageOp>();
