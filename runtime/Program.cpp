@@ -28,10 +28,36 @@ using ::pippy::TensorSpec;
 
 namespace {
 
+/// `file:line:col`, `module 'h.0.attn'`, or both.
+void printLocation(Location loc, llvm::raw_ostream &os) {
+  if (auto file = dyn_cast<FileLineColLoc>(loc)) {
+    os << file.getFilename().getValue() << ":" << file.getLine() << ":"
+       << file.getColumn();
+    return;
+  }
+  if (auto name = dyn_cast<NameLoc>(loc)) {
+    os << "module '" << name.getName().getValue() << "'";
+    if (!isa<UnknownLoc>(name.getChildLoc())) {
+      os << " (";
+      printLocation(name.getChildLoc(), os);
+      os << ")";
+    }
+    return;
+  }
+  if (auto fused = dyn_cast<FusedLoc>(loc)) {
+    llvm::interleave(
+        fused.getLocations(), os,
+        [&](Location l) { printLocation(l, os); }, ", ");
+    return;
+  }
+  os << loc;
+}
+
 std::string describe(Operation *op) {
   std::string text;
   llvm::raw_string_ostream os(text);
-  os << "'" << op->getName() << "' at " << op->getLoc();
+  os << "'" << op->getName() << "' at ";
+  printLocation(op->getLoc(), os);
   return text;
 }
 

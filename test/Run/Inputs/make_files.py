@@ -1,0 +1,28 @@
+"""Writes the weights and data files the pippy-run tests use into OUT_DIR."""
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "models"))
+import st  # noqa: E402
+
+out = sys.argv[1]
+torch.manual_seed(0)
+st.save(f"{out}/linear.safetensors",
+        {"fc.weight": torch.randn(3, 4), "fc.bias": torch.randn(3)})
+st.save(f"{out}/linear-missing.safetensors", {"fc.weight": torch.randn(3, 4)})
+st.save(f"{out}/linear-shape.safetensors",
+        {"fc.weight": torch.randn(4, 4), "fc.bias": torch.randn(3)})
+st.save(f"{out}/data.safetensors",
+        {"input": torch.randn(6, 4), "target": torch.tensor([0, 1, 2, 0, 1, 2])})
+st.save(f"{out}/data-dtype.safetensors",
+        {"input": torch.randn(6, 4).double(), "target": torch.zeros(6).long()})
+st.save(f"{out}/data-width.safetensors",
+        {"input": torch.randn(6, 5), "target": torch.zeros(6).long()})
+st.save(f"{out}/data-notarget.safetensors", {"input": torch.randn(6, 4)})
+st.save(f"{out}/data-rows.safetensors",
+        {"input": torch.randn(5, 4), "target": torch.zeros(5).long()})
+with open(f"{out}/corrupt.safetensors", "wb") as f:
+    f.write(b"\xff\xff\xff\xff\xff\xff\xff\x7f{}")
