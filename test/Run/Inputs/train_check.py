@@ -1,0 +1,124 @@
+"""Trains a small model with PyTorch and with pippy-run under the same
+options and compares per-step losses and final weights.
+
+Usage: train_check.py OUT_DIR BIN_DIR CASE
+CASE is one of:
+  adamw          AdamW with torch.optim's defaults (weight decay 0.01)
+  sgd-momentum   SGD with momentum 0.9 and weight decay 1e-3
+  clip           SGD with --clip-grad-norm 0.05
+  loss-none      forward(input, target) returns its own MSE loss
+Prints one line per check; exits non-zero on a mismatch.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "models"))
+import st  # noqa: E402
+
+torch.set_num_threads(1)
+MB, M, STEPS, ROWS = 4, 3, 4, 20
+
+
+class Net(nn.Module):
+    def __init__(self, own_loss):
+        super().__init__()
+        self.fc1 = nn.Linear(6, 16)
+        self.fc2 = nn.Linear(16, 3)
+        self.own_loss = own_loss
+
+    def forward(self, x, target=None):
+        y = self.fc2(torch.tanh(self.fc1(x)))
+        if self.own_loss:
+            return F.mse_loss(y, target)
+        return y
+
+
+def main():
+    out, bindir, case = sys.argv[1:4]
+    own = case == "loss-none"
+    torch.manual_seed(0)
+    model = Net(own)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(ROWS, 6, generator=g)
+    if own:
+        target = torch.randn(ROWS, 3, generator=g)
+        traced = torch.jit.trace(model, (x[:MB], target[:MB]))
+    else:
+        target = torch.randint(0, 3, (ROWS,), generator=g)
+        traced = torch.jit.trace(model, (x[:MB],))
+    traced.save(f"{out}/{case}.pt")
+    # With --loss none the target is forward's last argument.
+    st.save(f"{out}/{case}.data.safetensors", {"input": x, "target": target})
+
+    flags = {"adamw": ["--optimizer", "adamw", "--lr", "0.01"],
+             "sgd-momentum": ["--optimizer", "sgd", "--lr", "0.05",
+                              "--momentum", "0.9", "--weight-decay", "0.001"],
+             "clip": ["--optimizer", "sgd", "--lr", "0.5",
+                      "--clip-grad-norm", "0.05"],
+             "loss-none": ["--optimizer", "sgd", "--lr", "0.1",
+                           "--loss", "none"]}[case]
+    if case == "adamw":
+        opt = torch.optim.AdamW(model.parameters(), lr=0.01)
+    elif case == "sgd-momentum":
+        opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9,
+                              weight_decay=0.001)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=0.5 if case == "clip"
+                              else 0.1)
+
+    losses = []
+    for step in range(STEPS):
+        opt.zero_grad()
+        total = 0.0
+        for m in range(M):
+            idx = torch.arange(step * M * MB + m * MB,
+                               step * M * MB + (m + 1) * MB) % ROWS
+            if own:
+                loss = model(x[idx], target[idx])
+            else:
+                loss = F.cross_entropy(model(x[idx]), target[idx])
+            (loss / M).backward()
+            total += loss.item() / M
+        if case == "clip":
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 0.05)
+        opt.step()
+        losses.append(total)
+
+    shapes = "4x6xf32,4x3xf32" if own else "4x6xf32"
+    subprocess.run([f"{bindir}/pippy-import", f"{out}/{case}.pt",
+                    "--input-shapes", shapes, "-o", f"{out}/{case}.mlir",
+                    "--weights", f"{out}/{case}.safetensors"], check=True)
+    cmd = [f"{bindir}/pippy-run", f"{out}/{case}.mlir", "--microbatches",
+           str(M), "--steps", str(STEPS), "--data",
+           f"{out}/{case}.data.safetensors", "--metrics",
+           f"{out}/{case}.metrics.json", "--save-weights",
+           f"{out}/{case}.final.safetensors"] + flags
+    if not own:
+        cmd += ["--loss", "cross_entropy"]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+
+    got = [s["loss"] for s in json.load(open(f"{out}/{case}.metrics.json"))["steps"]]
+    loss_ok = all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(got, losses))
+    print(f"{case} losses {'ok' if loss_ok else 'MISMATCH'}: "
+          + ", ".join(f"{a:.6f}/{b:.6f}" for a, b in zip(got, losses)))
+    final, _ = st.load(f"{out}/{case}.final.safetensors")
+    worst, weights_ok = 0.0, True
+    for name, ref in model.state_dict().items():
+        err = (final[name].double() - ref.double()).abs().max().item()
+        scale = ref.abs().max().item()
+        worst = max(worst, err / scale)
+        weights_ok &= err <= 1e-5 * scale
+    print(f"{case} weights {'ok' if weights_ok else 'MISMATCH'}: worst "
+          f"relative error {worst:.2e}")
+    return 0 if loss_ok and weights_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
