@@ -40,6 +40,10 @@ void TorchDialect::initialize() {
 static bool isDefaultFormatName(StringRef name) {
   if (!name.consume_front("torch."))
     return false;
+  // Higher-order operators (`torch.hop_flex_attention`) use the shared
+  // format under a single name.
+  if (name.starts_with("hop_") && !name.contains('.'))
+    return name.size() > 4;
   SmallVector<StringRef, 4> parts;
   name.split(parts, '.');
   if (parts.size() < 2 ||

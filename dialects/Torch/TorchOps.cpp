@@ -41,9 +41,16 @@ static bool isValidSubtype(Type type, Type base) {
   if (tensor && baseTensor) {
     if (isa<ValueTensorType>(tensor) != isa<ValueTensorType>(baseTensor))
       return false;
-    if (baseTensor.hasSizes() &&
-        (!tensor.hasSizes() || tensor.getSizes() != baseTensor.getSizes()))
-      return false;
+    // More static information is a subtype: [2,3] may stand for [?,3].
+    if (baseTensor.hasSizes()) {
+      if (!tensor.hasSizes() ||
+          tensor.getSizes().size() != baseTensor.getSizes().size())
+        return false;
+      for (auto [size, baseSize] :
+           llvm::zip(tensor.getSizes(), baseTensor.getSizes()))
+        if (baseSize != kUnknownSize && size != baseSize)
+          return false;
+    }
     return !baseTensor.hasDtype() || tensor.getDtype() == baseTensor.getDtype();
   }
   auto tuple = dyn_cast<torch::TupleType>(type);
@@ -89,10 +96,12 @@ void ConstantIntOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
 ParseResult ConstantIntOp::parse(OpAsmParser &parser, OperationState &result) {
   Builder builder(result.getContext());
   result.addTypes(builder.getType<IntType>());
-  if (parser.parseOptionalAttrDict(result.attributes))
-    return failure();
+  // Torch-MLIR prints attributes after the value; older files put them
+  // before it. Both read.
   int64_t value;
-  if (parser.parseInteger(value))
+  if (parser.parseOptionalAttrDict(result.attributes) ||
+      parser.parseInteger(value) ||
+      parser.parseOptionalAttrDict(result.attributes))
     return failure();
   result.addAttribute("value", builder.getI64IntegerAttr(value));
   return success();

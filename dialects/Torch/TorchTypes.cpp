@@ -210,7 +210,7 @@ bool mlir::torch::isValidTorchDtype(Type type) {
     type = complex.getElementType();
   if (isa<mlir::FloatType>(type))
     return true;
-  if (isa<QInt8Type, QUInt8Type, QInt32Type, StringType>(type))
+  if (isa<QInt8Type, QUInt8Type, QInt16Type, QInt32Type, StringType>(type))
     return true;
   if (auto integer = dyn_cast<IntegerType>(type)) {
     if (integer.isSignless())

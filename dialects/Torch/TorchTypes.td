@@ -152,6 +152,9 @@ def Torch_QUInt8Type : Torch_Type<"QUInt8", "quint8"> {
 def Torch_QInt32Type : Torch_Type<"QInt32", "qint32"> {
   let summary = "the `torch.qint32` dtype";
 }
+def Torch_QInt16Type : Torch_Type<"QInt16", "qint16"> {
+  let summary = "the `torch.qint16` dtype";
+}
 
 //===----------------------------------------------------------------------===//
 // Type constraints used by the registered ops.

@@ -11,6 +11,8 @@ func.func @constants() -> (!torch.int, !torch.int, !torch.float, !torch.float, !
   %0 = torch.constant.int 1
   // CHECK-NEXT: %int-9223372036854775808 = torch.constant.int -9223372036854775808
   %1 = torch.constant.int -9223372036854775808
+  // CHECK-NEXT: %int5 = torch.constant.int 5 {test = "value"}
+  %int5 = torch.constant.int 5 {test = "value"}
   // CHECK-NEXT: %float1.000000e-02 = torch.constant.float 1.000000e-02
   %2 = torch.constant.float 0.01
   // CHECK-NEXT: %float-3.250000e00 = torch.constant.float -3.250000e+00
@@ -54,6 +56,9 @@ func.func @default_format(%a: !torch.vtensor<[2,3],f32>, %b: !torch.vtensor<[3,4
   %4 = torch.prims.convert_element_type %0, %n : !torch.vtensor<[2,4],f32>, !torch.int -> !torch.vtensor<[2,4],f16>
   // CHECK: %5 = torch.quantized_decomposed.quantize_per_tensor %0 : !torch.vtensor<[2,4],f32> -> !torch.vtensor<[2,4],si8>
   %5 = torch.quantized_decomposed.quantize_per_tensor %0 : !torch.vtensor<[2,4],f32> -> !torch.vtensor<[2,4],si8>
+  // Higher-order operators have a single name and the shared format.
+  // CHECK: %6:2 = torch.hop_flex_attention %0, %0, %0, %false {enable_gqa = true} : !torch.vtensor<[2,4],f32>, !torch.vtensor<[2,4],f32>, !torch.vtensor<[2,4],f32>, !torch.bool -> !torch.vtensor<[2,4],f32>, !torch.none
+  %6:2 = torch.hop_flex_attention %0, %0, %0, %false {enable_gqa = true} : !torch.vtensor<[2,4],f32>, !torch.vtensor<[2,4],f32>, !torch.vtensor<[2,4],f32>, !torch.bool -> !torch.vtensor<[2,4],f32>, !torch.none
   return %1 : !torch.vtensor<[2,4],f32>
 }
 
@@ -120,6 +125,9 @@ func.func @containers(%a: !torch.int, %b: !torch.vtensor<[2],f32>) {
   %8 = torch.aten.format(%k, %a) : !torch.str, !torch.int -> !torch.str
   // CHECK: %9 = torch.prim.tolist(%arg1, %arg0, %arg0) : !torch.vtensor<[2],f32>, !torch.int, !torch.int -> !torch.list<float>
   %9 = torch.prim.tolist(%b, %a, %a) : !torch.vtensor<[2],f32>, !torch.int, !torch.int -> !torch.list<float>
+  // An element with more static information than the list's element type.
+  // CHECK: torch.prim.ListConstruct %arg1 : (!torch.vtensor<[2],f32>) -> !torch.list<vtensor<[?],f32>>
+  %refined = torch.prim.ListConstruct %b : (!torch.vtensor<[2],f32>) -> !torch.list<vtensor<[?],f32>>
   return
 }
 

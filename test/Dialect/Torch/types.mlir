@@ -28,6 +28,7 @@
 // CHECK-SAME: %arg17: !torch.vtensor<[8,8],f32,#sparse>
 // CHECK-SAME: %arg18: !torch.vtensor<[2],f64>
 // CHECK-SAME: %arg19: !torch.vtensor<[2],si4>
+// CHECK-SAME: %arg20: !torch.tensor<*,!torch.qint16>
 func.func @tensors(
     %arg0: !torch.vtensor<[2,3],f32>, %arg1: !torch.vtensor<[?,4,?],bf16>,
     %arg2: !torch.vtensor<[],si64>, %arg3: !torch.vtensor<*,f16>,
@@ -41,7 +42,8 @@ func.func @tensors(
     %arg15: !torch.vtensor<[1],!torch.quint8>,
     %arg16: !torch.vtensor<[1],!torch.qint32>,
     %arg17: !torch.vtensor<[8,8],f32,#CSR>,
-    %arg18: !torch.vtensor<[2],f64>, %arg19: !torch.vtensor<[2],si4>) {
+    %arg18: !torch.vtensor<[2],f64>, %arg19: !torch.vtensor<[2],si4>,
+    %arg20: !torch.tensor<*,!torch.qint16>) {
   return
 }
 
@@ -50,13 +52,13 @@ func.func @tensors(
 // CHECK-SAME: %arg3: !torch.none, %arg4: !torch.str, %arg5: !torch.Device,
 // CHECK-SAME: %arg6: !torch.Generator, %arg7: !torch.number, %arg8: !torch.any,
 // CHECK-SAME: %arg9: !torch.LinearParams, %arg10: !torch.qint8,
-// CHECK-SAME: %arg11: !torch.quint8, %arg12: !torch.qint32)
+// CHECK-SAME: %arg11: !torch.quint8, %arg12: !torch.qint32, %arg13: !torch.qint16)
 func.func @scalars(%arg0: !torch.int, %arg1: !torch.float, %arg2: !torch.bool,
                    %arg3: !torch.none, %arg4: !torch.str, %arg5: !torch.Device,
                    %arg6: !torch.Generator, %arg7: !torch.number,
                    %arg8: !torch.any, %arg9: !torch.LinearParams,
                    %arg10: !torch.qint8, %arg11: !torch.quint8,
-                   %arg12: !torch.qint32) {
+                   %arg12: !torch.qint32, %arg13: !torch.qint16) {
   return
 }
 
