@@ -55,4 +55,91 @@ def PippyLiftParams : Pass<"pippy-lift-params", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::pippy::PippyDialect"];
 }
 
+def PippyAnnotateSplitPoints
+    : Pass<"pippy-annotate-split-points", "::mlir::func::FuncOp"> {
+  let summary = "Places split points by module path";
+  let description = [{
+    Inserts `pippy.split_point` markers into the graph IR at module
+    boundaries, with the semantics of PyTorch's `SplitPoint.BEGINNING` and
+    `SplitPoint.END`: `layers.4:begin` cuts before the first op of module
+    `layers.4` (or of any module inside it), `layers.8:end` cuts after its last
+    op. Module paths come from the ops' `NameLoc`s, as the importer writes
+    them. Parameters and constants do not count as ops of a module: outlining
+    copies them into whichever stages use them.
+
+    A path that matches no op is an error naming the point.
+
+    Before `--pippy-annotate-split-points="points=fc2:begin"`:
+
+    ```mlir
+    %0 = torch.aten.linear %x, %w1, %b1 : ... loc("fc1")
+    %1 = torch.aten.linear %0, %w2, %b2 : ... loc("fc2")
+    ```
+
+    After:
+
+    ```mlir
+    %0 = torch.aten.linear %x, %w1, %b1 : ... loc("fc1")
+    pippy.split_point
+    %1 = torch.aten.linear %0, %w2, %b2 : ... loc("fc2")
+    ```
+  }];
+  let options = [
+    ListOption<"points", "points", "std::string",
+               "split points, each `<module path>:begin` or `<module path>:end`">,
+  ];
+  let dependentDialects = ["::mlir::pippy::PippyDialect"];
+}
+
+def PippyOutlineStages : Pass<"pippy-outline-stages", "::mlir::func::FuncOp"> {
+  let summary = "Outlines the graph IR between split points into pipeline stages";
+  let description = [{
+    Turns a function of the graph IR whose body holds `pippy.split_point`
+    markers into one `pippy.pipeline` of `pippy.stage` regions: the ops
+    between two markers become one stage, in op order. Every value used by a
+    later stage becomes a result of its stage and an operand of each stage
+    that uses it, so a skip connection is an operand from a non-adjacent
+    stage. Parameters and constants are copied into each stage that uses
+    them; a parameter used by several stages gets a tied group listing exactly
+    those stages (each keeps a copy whose gradients are summed).
+
+    Only tensors cross stages; a non-tensor value (other than a constant)
+    used by a later stage is an error naming it. A marker that would leave a
+    stage empty is an error naming the marker.
+
+    Before:
+
+    ```mlir
+    func.func @forward(%x: !torch.vtensor<[4,8],f32>) -> !torch.vtensor<[4,8],f32> {
+      %0 = torch.aten.relu %x : ...
+      pippy.split_point
+      %1 = torch.aten.tanh %0 : ...
+      return %1 : ...
+    }
+    ```
+
+    After:
+
+    ```mlir
+    func.func @forward(%x: !torch.vtensor<[4,8],f32>) -> !torch.vtensor<[4,8],f32> {
+      %0 = pippy.pipeline -> !torch.vtensor<[4,8],f32> {
+        %1 = pippy.stage 0 (%x) : (...) -> ... {
+        ^bb0(%a: ...):
+          %r = torch.aten.relu %a : ...
+          pippy.yield %r : ...
+        }
+        %2 = pippy.stage 1 (%1) : (...) -> ... {
+        ^bb0(%a: ...):
+          %t = torch.aten.tanh %a : ...
+          pippy.yield %t : ...
+        }
+        pippy.yield %2 : ...
+      }
+      return %0 : ...
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::pippy::PippyDialect"];
+}
+
 #endif // PIPPY_PASSES_TD

@@ -179,7 +179,16 @@ at::ScalarType toScalarType(Type dtype) {
 } // namespace pippy
 
 Program Program::compile(func::FuncOp func) {
+  if (func.isExternal())
+    throw RuntimeError("function '" + func.getSymName().str() +
+                       "' has no body");
+  return compile(func.getBody().front(), "function '" +
+                                             func.getSymName().str() + "'");
+}
+
+Program Program::compile(Block &body, const std::string &name) {
   Program program;
+  Operation *owner = body.getParentOp();
   llvm::DenseMap<Value, int> slotOf;
   auto newSlot = [&](Value value) {
     int slot = program.numSlots++;
@@ -201,17 +210,16 @@ Program Program::compile(func::FuncOp func) {
     program.isConstant[s] = true;
   };
 
-  Block &body = func.getBody().front();
   for (BlockArgument arg : body.getArguments()) {
     program.argSlots.push_back(newSlot(arg));
-    program.argSpecs.push_back(specOf(arg.getType(), func));
+    program.argSpecs.push_back(specOf(arg.getType(), owner));
   }
 
   std::map<std::string, int> paramSlotByName;
   for (Operation &operation : body) {
     Operation *op = &operation;
-    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-      for (Value v : ret.getOperands())
+    if (isa<func::ReturnOp, pd::YieldOp>(op)) {
+      for (Value v : op->getOperands())
         program.resultSlots.push_back(slot(v, op));
       break;
     }
@@ -327,9 +335,8 @@ Program Program::compile(func::FuncOp func) {
       inst.outputs.push_back(newSlot(result));
     program.code.push_back(std::move(inst));
   }
-  if (program.resultSlots.empty() && func.getNumResults() != 0)
-    throw RuntimeError("function '" + func.getSymName().str() +
-                       "' has no return");
+  if (!body.mightHaveTerminator())
+    throw RuntimeError(name + " has no terminator");
   return program;
 }
 

@@ -195,22 +195,107 @@ private:
       throw RuntimeError(diagnostics.empty()
                              ? "cannot read " + options.programPath
                              : diagnostics);
-    bool isPipeline = false;
-    module->walk([&](mlir::pippy::PipelineOp) { isPipeline = true; });
-    if (isPipeline)
-      throw RuntimeError(options.programPath +
-                         ": pipeline IR is not supported by pippy-run yet; "
-                         "run the graph IR with --nproc 1");
+    auto forward = module->lookupSymbol<func::FuncOp>("forward");
+    if (!forward || forward.isExternal())
+      throw RuntimeError(options.programPath + ": no func.func @forward");
+    for (BlockArgument arg : forward.getArguments())
+      argSpecs.push_back(specOfArgument(arg));
+
+    mlir::pippy::PipelineOp pipeline;
+    forward.walk([&](mlir::pippy::PipelineOp op) { pipeline = op; });
+    if (!pipeline) {
+      if (options.nproc != 1)
+        throw RuntimeError(
+            options.programPath +
+            ": a graph IR runs as one stage on one rank; split it into a "
+            "pipeline first (pippy-opt --pippy-split) to run it with --nproc " +
+            std::to_string(options.nproc));
+      programs.push_back(Program::compile(forward));
+      return;
+    }
     if (options.nproc != 1)
       throw RuntimeError(options.programPath +
-                         ": a graph IR runs as one stage on one rank; split "
-                         "it into a pipeline first (pippy-opt --pippy-split) "
-                         "to run it with --nproc " +
-                         std::to_string(options.nproc));
-    auto forward = module->lookupSymbol<func::FuncOp>("forward");
-    if (!forward)
-      throw RuntimeError(options.programPath + ": no func.func @forward");
-    program = Program::compile(forward);
+                         ": running a pipeline on several processes is not "
+                         "supported yet; run it with --nproc 1");
+    compilePipeline(forward, pipeline);
+  }
+
+  /// Where a stage input or a pipeline output comes from.
+  struct Source {
+    int stage = -1; ///< -1: an argument of forward
+    unsigned index = 0;
+  };
+
+  /// The stages run one after another in this process: autograd links them,
+  /// and a tied parameter is one tensor, so its gradients add up.
+  void compilePipeline(func::FuncOp forward,
+                       mlir::pippy::PipelineOp pipeline) {
+    auto ret = cast<func::ReturnOp>(forward.getBody().front().getTerminator());
+    for (Value v : ret.getOperands())
+      if (v.getDefiningOp() != pipeline.getOperation())
+        throw RuntimeError(options.programPath +
+                           ": forward must return the pipeline's results");
+    auto sourceOf = [&](Value v) {
+      if (auto arg = dyn_cast<BlockArgument>(v))
+        if (arg.getOwner()->getParentOp() == forward.getOperation())
+          return Source{-1, arg.getArgNumber()};
+      auto result = dyn_cast<OpResult>(v);
+      auto stage = result
+                       ? dyn_cast<mlir::pippy::StageOp>(result.getOwner())
+                       : mlir::pippy::StageOp();
+      if (!stage)
+        throw RuntimeError(options.programPath +
+                           ": a pipeline value comes neither from forward's "
+                           "arguments nor from a stage");
+      return Source{static_cast<int>(stage.getIndexAttr().getInt()),
+                    result.getResultNumber()};
+    };
+    for (mlir::pippy::StageOp stage : pipeline.getStages()) {
+      std::string name =
+          "stage " + std::to_string(stage.getIndexAttr().getInt());
+      programs.push_back(Program::compile(stage.getBody().front(), name));
+      std::vector<Source> inputs;
+      for (Value v : stage.getInputs())
+        inputs.push_back(sourceOf(v));
+      stageInputs.push_back(std::move(inputs));
+    }
+    auto yield = cast<mlir::pippy::YieldOp>(
+        pipeline.getBody().front().getTerminator());
+    for (Value v : yield.getOperands())
+      outputSources.push_back(sourceOf(v));
+  }
+
+  static ::pippy::TensorSpec specOfArgument(BlockArgument arg) {
+    auto tensor = dyn_cast<mlir::torch::ValueTensorType>(arg.getType());
+    if (!tensor || !tensor.hasStaticShape() || !tensor.hasDtype())
+      throw RuntimeError("forward argument " +
+                         std::to_string(arg.getArgNumber()) +
+                         " must be a tensor with static sizes and a dtype");
+    ::pippy::TensorSpec spec;
+    spec.sizes.assign(tensor.getSizes().begin(), tensor.getSizes().end());
+    spec.dtype = ::pippy::toScalarType(tensor.getDtype());
+    return spec;
+  }
+
+  /// The forward pass of the whole model on one micro-batch.
+  std::vector<c10::IValue> forward(const std::vector<c10::IValue> &args) {
+    if (stageInputs.empty())
+      return programs.front().run(args, params);
+    std::vector<std::vector<c10::IValue>> results;
+    auto fetch = [&](const Source &source) -> const c10::IValue & {
+      return source.stage < 0 ? args.at(source.index)
+                              : results.at(source.stage).at(source.index);
+    };
+    for (size_t s = 0; s < programs.size(); ++s) {
+      std::vector<c10::IValue> inputs;
+      for (const Source &source : stageInputs[s])
+        inputs.push_back(fetch(source));
+      results.push_back(programs[s].run(inputs, params));
+    }
+    std::vector<c10::IValue> outputs;
+    for (const Source &source : outputSources)
+      outputs.push_back(fetch(source));
+    return outputs;
   }
 
   std::string resolveWeightsPath() {
@@ -239,7 +324,11 @@ private:
     weightsMetadata = file.metadata;
     weightOrder = file.order;
     std::set<std::string> buffers = metadataList(file.metadata, "buffers");
-    for (const auto &[name, spec] : program.parameters()) {
+    std::vector<std::pair<std::string, ::pippy::TensorSpec>> specs;
+    for (const Program &program : programs)
+      specs.insert(specs.end(), program.parameters().begin(),
+                   program.parameters().end());
+    for (const auto &[name, spec] : specs) {
       auto it = file.tensors.find(name);
       if (it == file.tensors.end())
         throw RuntimeError(path + ": no tensor for parameter '" + name + "'");
@@ -265,7 +354,7 @@ private:
   /// checked against the program before any step.
   void loadData(bool needTarget) {
     TensorFile file = readTensors(options.dataPath);
-    const auto &specs = program.argumentSpecs();
+    const auto &specs = argSpecs;
     size_t numInputs = specs.size() - (options.loss == "none" ? 1 : 0);
     for (size_t i = 0; i < numInputs; ++i) {
       std::string name = numInputs == 1 && file.tensors.count("input")
@@ -373,7 +462,7 @@ private:
       throw RuntimeError("--microbatches and --steps must be at least 1");
     loadData(/*needTarget=*/true);
     auto optimizer = makeOptimizer();
-    int64_t mb = program.argumentSpecs()[0].sizes.at(0);
+    int64_t mb = argSpecs[0].sizes.at(0);
     int64_t M = options.microbatches;
     int64_t cursor = 0;
     llvm::json::Array stepMetrics;
@@ -384,7 +473,7 @@ private:
       for (int64_t m = 0; m < M; ++m) {
         int64_t begin = cursor + m * mb;
         std::vector<c10::IValue> results =
-            program.run(forwardArgs(begin, mb, options.loss == "none"), params);
+            forward(forwardArgs(begin, mb, options.loss == "none"));
         at::Tensor loss = computeLoss(
             results.at(0),
             options.loss == "none" ? at::Tensor() : rowsOf(target, begin, mb));
@@ -453,7 +542,7 @@ private:
     if (options.outputPath.empty())
       throw RuntimeError("--infer needs --output FILE");
     loadData(/*needTarget=*/false);
-    int64_t mb = program.argumentSpecs()[0].sizes.at(0);
+    int64_t mb = argSpecs[0].sizes.at(0);
     if (rows % mb != 0)
       throw RuntimeError(options.dataPath + ": " + std::to_string(rows) +
                          " rows do not divide into micro-batches of " +
@@ -462,7 +551,7 @@ private:
     std::vector<std::vector<at::Tensor>> outputs;
     for (int64_t begin = 0; begin < rows; begin += mb) {
       std::vector<c10::IValue> results =
-          program.run(forwardArgs(begin, mb, false), params);
+          forward(forwardArgs(begin, mb, false));
       std::vector<at::Tensor> flat;
       for (const c10::IValue &r : results) {
         if (r.isTensor())
@@ -490,7 +579,10 @@ private:
   const RunOptions &options;
   MLIRContext context;
   OwningOpRef<ModuleOp> module;
-  Program program;
+  std::vector<Program> programs;
+  std::vector<std::vector<Source>> stageInputs;
+  std::vector<Source> outputSources;
+  std::vector<::pippy::TensorSpec> argSpecs;
   std::map<std::string, at::Tensor> params;
   std::vector<std::string> trainableNames;
   std::vector<std::string> weightOrder;

@@ -112,7 +112,10 @@ public:
            " arguments but --input-shapes gives " +
            std::to_string(options.inputs.size()));
 
-    Location unknown = UnknownLoc::get(&context);
+    // Ops outside any submodule, and the function itself, are located at
+    // the module file.
+    Location unknown =
+        FileLineColLoc::get(&context, options.modulePath, /*line=*/0, 0);
     OwningOpRef<ModuleOp> moduleOp = ModuleOp::create(unknown);
     builder.setInsertionPointToEnd(moduleOp->getBody());
 
@@ -218,7 +221,7 @@ private:
   /// Ops are located at the module path of the forward they come from.
   Location currentLocation() {
     if (currentPath.empty())
-      return UnknownLoc::get(&context);
+      return FileLineColLoc::get(&context, options.modulePath, 0, 0);
     return NameLoc::get(builder.getStringAttr(currentPath));
   }
 
@@ -658,7 +661,8 @@ private:
         StringRef owner = StringRef(canonical).rsplit('.').first;
         Location paramLoc =
             owner == canonical
-                ? Location(UnknownLoc::get(&context))
+                ? Location(FileLineColLoc::get(&context, options.modulePath,
+                                               0, 0))
                 : Location(NameLoc::get(builder.getStringAttr(owner)));
         auto param = pd::ParamOp::create(
             builder, paramLoc, getTensorType(parameters.at(canonical)),

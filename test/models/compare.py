@@ -2,7 +2,11 @@
 """Runs one zoo model through pippy-import and pippy-run --nproc 1 and
 compares everything with PyTorch's reference numbers.
 
-Usage: compare.py MODEL ZOO_DIR BIN_DIR
+Usage: compare.py MODEL ZOO_DIR BIN_DIR [SPLIT_POINTS]
+
+With SPLIT_POINTS (`h.1:begin,h.2:begin`), the imported graph IR is split
+into a pipeline with pippy-opt (--pippy-annotate-split-points,
+--pippy-outline-stages) and the pipeline is run instead.
 
 ZOO_DIR holds the generator's files (MODEL.pt, MODEL.data.safetensors,
 MODEL.ref.json, ...); BIN_DIR holds pippy-import and pippy-run. Checks, each
@@ -61,11 +65,20 @@ def compare_tensors(what, got, ref):
 
 def main():
     model, zoo, bindir = sys.argv[1:4]
+    points = sys.argv[4] if len(sys.argv) > 4 else None
     p = lambda suffix: os.path.join(zoo, model + suffix)
     ref = json.load(open(p(".ref.json")))
     mlir, weights = p(".mlir"), p(".imported.safetensors")
     run([os.path.join(bindir, "pippy-import"), p(".pt"), "--input-shapes",
          ref["input_shapes"], "-o", mlir, "--weights", weights])
+    if points:
+        pipe = p(".pipe.mlir")
+        run([os.path.join(bindir, "pippy-opt"), mlir,
+             f"--pippy-annotate-split-points=points={points}",
+             "--pippy-outline-stages", "-o", pipe])
+        stages = open(pipe).read().count("pippy.stage ")
+        print(f"split    {stages} stages at {points}")
+        mlir = pipe
 
     # Forward on the first micro-batch.
     data, _ = st.load(p(".data.safetensors"))

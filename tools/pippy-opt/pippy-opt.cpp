@@ -17,6 +17,9 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 
+#include <string>
+#include <vector>
+
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   registry.insert<mlir::func::FuncDialect, mlir::arith::ArithDialect,
@@ -24,6 +27,16 @@ int main(int argc, char **argv) {
                   mlir::sparse_tensor::SparseTensorDialect,
                   mlir::torch::TorchDialect, mlir::pippy::PippyDialect>();
   mlir::pippy::registerPippyPasses();
-  return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, "pippy compiler driver\n", registry));
+  // A failing pass names its problem and location; dumping the whole
+  // function after it only buries the message. Users can ask for it back.
+  std::vector<char *> args(argv, argv + argc);
+  std::string quiet = "--mlir-print-op-on-diagnostic=false";
+  bool asked = false;
+  for (char *arg : args)
+    asked |= llvm::StringRef(arg).starts_with("--mlir-print-op-on-diagnostic");
+  if (!asked)
+    args.insert(args.begin() + 1, quiet.data());
+  return mlir::asMainReturnCode(mlir::MlirOptMain(
+      static_cast<int>(args.size()), args.data(), "pippy compiler driver\n",
+      registry));
 }

@@ -24,9 +24,12 @@
 #include <string>
 #include <vector>
 
-namespace mlir::func {
+namespace mlir {
+class Block;
+namespace func {
 class FuncOp;
-} // namespace mlir::func
+} // namespace func
+} // namespace mlir
 
 namespace pippy {
 
@@ -46,6 +49,9 @@ public:
   /// Compiles `func`. Unknown ops and operand counts or kinds that do not
   /// match the schema are errors naming the op and its location.
   static Program compile(mlir::func::FuncOp func);
+  /// Compiles a block whose arguments are the inputs and whose terminator
+  /// (func.return or pippy.yield) gives the results: a pipeline stage.
+  static Program compile(mlir::Block &body, const std::string &name);
 
   /// Runs the program. `params` maps every parameter name to its tensor.
   std::vector<c10::IValue>

@@ -1,0 +1,34 @@
+//===- GraphIR.h - facts about ops of the graph IR --------------*- C++ -*-===//
+//
+// What the splitting passes need to know about an op of the graph IR: which
+// module it belongs to, and whether it is a parameter or constant that every
+// stage using it can hold a copy of (instead of receiving it).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PIPPY_ANALYSIS_GRAPHIR_H
+#define PIPPY_ANALYSIS_GRAPHIR_H
+
+#include "mlir/IR/Location.h"
+#include "mlir/IR/Operation.h"
+
+#include <optional>
+#include <string>
+
+namespace pippy {
+
+/// The module path of a location (`NameLoc("layers.4.attn")`, possibly
+/// wrapped in a fused location); none when it has no path.
+std::optional<std::string> getModulePath(mlir::Location loc);
+
+/// Whether `path` is `module` or lies inside it (`layers.4.attn` is inside
+/// `layers.4`, `layers.40` is not).
+bool isInModule(llvm::StringRef path, llvm::StringRef module);
+
+/// Parameters, constants, tensor literals, and lists or tuples built only of
+/// these: values each stage copies rather than receives.
+bool isReplicable(mlir::Operation *op);
+
+} // namespace pippy
+
+#endif // PIPPY_ANALYSIS_GRAPHIR_H

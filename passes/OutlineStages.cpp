@@ -1,0 +1,247 @@
+//===- OutlineStages.cpp - graph IR to pipeline IR ------------------------===//
+//
+// The ops between pippy.split_point markers become pippy.stage regions of one
+// pippy.pipeline, in op order. Values used by later stages become stage
+// results and operands; parameters and constants are copied into every stage
+// that uses them, and a parameter copied into several stages gets a tied
+// group.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pippy/Analysis/GraphIR.h"
+#include "pippy/Dialect/Pippy/PippyDialect.h"
+#include "pippy/Passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
+
+#define DEBUG_TYPE "pippy-outline-stages"
+
+namespace mlir::pippy {
+#define GEN_PASS_DEF_PIPPYOUTLINESTAGES
+#include "passes/Passes.h.inc"
+} // namespace mlir::pippy
+
+using namespace mlir;
+namespace pd = mlir::pippy;
+
+namespace {
+
+struct StagePlan {
+  SmallVector<Operation *> ops;
+  llvm::SetVector<Value> inputs;  // in first-use order
+  llvm::SetVector<Value> results; // in definition order
+  Operation *marker = nullptr;    // the split point that ends it, if any
+};
+
+/// Values an op reads that are defined outside it (nested regions included).
+llvm::SetVector<Value> getExternalUses(Operation *op) {
+  llvm::SetVector<Value> uses;
+  op->walk([&](Operation *inner) {
+    for (Value operand : inner->getOperands()) {
+      Region *defRegion = operand.getParentRegion();
+      if (inner == op || !op->isAncestor(defRegion->getParentOp()))
+        uses.insert(operand);
+    }
+  });
+  return uses;
+}
+
+struct OutlineStagesPass
+    : public pd::impl::PippyOutlineStagesBase<OutlineStagesPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (func.isExternal())
+      return;
+    Block &body = func.getBody().front();
+    auto ret = dyn_cast<func::ReturnOp>(body.getTerminator());
+    if (!ret) {
+      func.emitOpError("must end in func.return to be outlined");
+      return signalPassFailure();
+    }
+    bool hasMarker = llvm::any_of(body, [](Operation &op) {
+      return isa<pd::SplitPointOp>(op);
+    });
+    bool hasPipeline = llvm::any_of(body, [](Operation &op) {
+      return isa<pd::PipelineOp>(op);
+    });
+    if (hasPipeline)
+      return; // already outlined
+    if (!hasMarker)
+      return; // a graph IR without split points stays one stage
+
+    // Assign each op to a stage.
+    SmallVector<StagePlan> stages(1);
+    llvm::DenseMap<Operation *, unsigned> stageOf;
+    SmallVector<Operation *> markers;
+    for (Operation &op : body.without_terminator()) {
+      if (auto marker = dyn_cast<pd::SplitPointOp>(op)) {
+        if (stages.back().ops.empty()) {
+          marker.emitOpError("leaves stage ")
+              << stages.size() - 1
+              << " empty: no op lies between it and the previous split point "
+                 "or the start of the function";
+          return signalPassFailure();
+        }
+        stages.back().marker = marker;
+        markers.push_back(marker);
+        stages.emplace_back();
+        continue;
+      }
+      if (::pippy::isReplicable(&op))
+        continue;
+      stageOf[&op] = stages.size() - 1;
+      stages.back().ops.push_back(&op);
+    }
+    if (stages.back().ops.empty()) {
+      markers.back()->emitOpError("leaves stage ")
+          << stages.size() - 1
+          << " empty: no op follows it before the end of the function";
+      return signalPassFailure();
+    }
+
+    // Which values each stage receives and sends.
+    auto producerStage = [&](Value v) -> std::optional<unsigned> {
+      Operation *def = v.getDefiningOp();
+      if (!def)
+        return std::nullopt;
+      auto it = stageOf.find(def);
+      if (it == stageOf.end())
+        return std::nullopt;
+      return it->second;
+    };
+    for (auto [s, stage] : llvm::enumerate(stages)) {
+      for (Operation *op : stage.ops) {
+        for (Value v : getExternalUses(op)) {
+          if (Operation *def = v.getDefiningOp();
+              def && ::pippy::isReplicable(def))
+            continue;
+          std::optional<unsigned> from = producerStage(v);
+          if (from && *from == s)
+            continue;
+          if (from && !isa<torch::BaseTensorType>(v.getType())) {
+            v.getDefiningOp()->emitOpError("result of type ")
+                << v.getType() << " is made in stage " << *from
+                << " and used in stage " << s
+                << "; only tensors can cross stages";
+            return signalPassFailure();
+          }
+          stage.inputs.insert(v);
+          if (from)
+            stages[*from].results.insert(v);
+        }
+      }
+    }
+    for (Value v : ret.getOperands())
+      if (std::optional<unsigned> from = producerStage(v))
+        stages[*from].results.insert(v);
+
+    // Results in definition order.
+    llvm::DenseMap<Operation *, unsigned> position;
+    for (Operation &op : body)
+      position[&op] = position.size();
+    for (StagePlan &stage : stages) {
+      SmallVector<Value> sorted(stage.results.begin(), stage.results.end());
+      llvm::stable_sort(sorted, [&](Value a, Value b) {
+        auto key = [&](Value v) {
+          auto r = cast<OpResult>(v);
+          return std::make_pair(position[r.getOwner()], r.getResultNumber());
+        };
+        return key(a) < key(b);
+      });
+      stage.results = llvm::SetVector<Value>(sorted.begin(), sorted.end());
+    }
+
+    // Build the pipeline before the return.
+    OpBuilder builder(ret);
+    Location loc = func.getLoc();
+    auto pipeline = pd::PipelineOp::create(
+        builder, loc, ret.getOperandTypes(), /*tied=*/nullptr);
+    Block *pipelineBody = builder.createBlock(&pipeline.getBody());
+    builder.setInsertionPointToEnd(pipelineBody);
+
+    llvm::DenseMap<Value, Value> sent; // value -> stage result carrying it
+    llvm::MapVector<StringRef, SmallVector<int64_t>> paramStages;
+    for (auto [s, stage] : llvm::enumerate(stages)) {
+      SmallVector<Value> operands;
+      for (Value v : stage.inputs)
+        operands.push_back(sent.count(v) ? sent[v] : v);
+      SmallVector<Type> resultTypes;
+      for (Value v : stage.results)
+        resultTypes.push_back(v.getType());
+      Location stageLoc =
+          stage.marker ? stage.marker->getLoc() : stage.ops.front()->getLoc();
+      auto stageOp = pd::StageOp::create(builder, stageLoc, resultTypes,
+                                         builder.getI64IntegerAttr(s),
+                                         operands);
+      OpBuilder inner(&getContext());
+      Block *block = inner.createBlock(&stageOp.getBody());
+      IRMapping map;
+      for (Value v : stage.inputs)
+        map.map(v, block->addArgument(v.getType(), v.getLoc()));
+
+      // Copies of parameters and constants, made at first use.
+      std::function<void(Value)> copy = [&](Value v) {
+        if (map.contains(v))
+          return;
+        Operation *def = v.getDefiningOp();
+        for (Value operand : def->getOperands())
+          copy(operand);
+        inner.clone(*def, map);
+        if (auto param = dyn_cast<pd::ParamOp>(def)) {
+          SmallVector<int64_t> &users = paramStages[param.getName()];
+          if (users.empty() || users.back() != (int64_t)s)
+            users.push_back(s);
+        }
+      };
+      for (Operation *op : stage.ops) {
+        for (Value v : getExternalUses(op))
+          if (Operation *def = v.getDefiningOp();
+              def && ::pippy::isReplicable(def))
+            copy(v);
+        inner.clone(*op, map);
+      }
+      SmallVector<Value> yielded;
+      for (Value v : stage.results)
+        yielded.push_back(map.lookup(v));
+      pd::YieldOp::create(inner, stageLoc, yielded);
+      for (auto [i, v] : llvm::enumerate(stage.results))
+        sent[v] = stageOp.getResult(i);
+    }
+
+    SmallVector<Value> outputs;
+    for (Value v : ret.getOperands())
+      outputs.push_back(sent.count(v) ? sent[v] : v);
+    pd::YieldOp::create(builder, loc, outputs);
+
+    SmallVector<Attribute> groups;
+    for (auto &[name, users] : paramStages)
+      if (users.size() > 1)
+        groups.push_back(
+            pd::TiedGroupAttr::get(&getContext(), name, users));
+    if (!groups.empty())
+      pipeline.setTiedAttr(builder.getArrayAttr(groups));
+
+    for (auto [i, v] : llvm::enumerate(ret.getOperands()))
+      (void)v, ret.setOperand(i, pipeline.getResult(i));
+
+    // Remove what was outlined; parameters and constants still used outside
+    // the pipeline (returned directly) stay.
+    SmallVector<Operation *> dead;
+    for (Operation &op : body.without_terminator())
+      if (&op != pipeline.getOperation())
+        dead.push_back(&op);
+    for (Operation *op : llvm::reverse(dead)) {
+      if (!op->use_empty() && ::pippy::isReplicable(op))
+        continue;
+      op->dropAllUses();
+      op->erase();
+    }
+  }
+};
+
+} // namespace
