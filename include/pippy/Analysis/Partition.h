@@ -1,0 +1,53 @@
+//===- Partition.h - optimal contiguous partition into stages ---*- C++ -*-===//
+//
+// Cuts a sequence of ops into a given number of contiguous, non-empty stages
+// so that the slowest stage is as fast as possible. A stage [a, b) costs the
+// sum of its ops' costs plus the cost of what crosses its two boundaries
+// (cut a, where it receives, and cut b, where it sends):
+//
+//   cost(a, b) = sum(op[a..b)) + cut[a] + cut[b]
+//
+// `partitionOptimal` returns a partition of minimal bottleneck: a binary
+// search over the bottleneck value, each step an O(stages x ops) test
+// (prefix maxima make every stage boundary O(1)), so the whole search is
+// O(stages x ops x log(total cost)).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PIPPY_ANALYSIS_PARTITION_H
+#define PIPPY_ANALYSIS_PARTITION_H
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace pippy {
+
+struct PartitionProblem {
+  /// Cost of each op, >= 0.
+  std::vector<int64_t> opCost;
+  /// Cost of the cut before op i, for i in 0..n (cut 0 and cut n are the
+  /// model's inputs and outputs; give them 0 unless they cost something).
+  std::vector<int64_t> cutCost;
+};
+
+struct Partition {
+  /// First op of each stage; starts[0] == 0, strictly increasing.
+  std::vector<size_t> starts;
+  /// The largest stage cost.
+  int64_t bottleneck = 0;
+};
+
+/// Cost of stage [begin, end).
+int64_t stageCost(const PartitionProblem &problem, size_t begin, size_t end);
+
+/// A partition into exactly `stages` non-empty stages minimising the largest
+/// stage cost. Requires 1 <= stages <= number of ops.
+Partition partitionOptimal(const PartitionProblem &problem, size_t stages);
+
+/// The same by trying every partition: for tests on small problems.
+Partition partitionExhaustive(const PartitionProblem &problem, size_t stages);
+
+} // namespace pippy
+
+#endif // PIPPY_ANALYSIS_PARTITION_H

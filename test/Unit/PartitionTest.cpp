@@ -1,0 +1,70 @@
+//===- PartitionTest.cpp - optimal contiguous partitions ------------------===//
+
+#include "pippy/Analysis/Partition.h"
+
+#include "gtest/gtest.h"
+
+#include <random>
+
+using namespace pippy;
+
+namespace {
+
+TEST(Partition, BalancesEqualOps) {
+  PartitionProblem p{{1, 1, 1, 1, 1, 1}, {0, 0, 0, 0, 0, 0, 0}};
+  Partition part = partitionOptimal(p, 3);
+  EXPECT_EQ(part.starts, (std::vector<size_t>{0, 2, 4}));
+  EXPECT_EQ(part.bottleneck, 2);
+}
+
+TEST(Partition, AvoidsExpensiveCuts) {
+  // Cutting after op 1 costs 100 on both sides; after op 2 costs nothing.
+  PartitionProblem p{{5, 5, 5, 5}, {0, 0, 100, 0, 0}};
+  Partition part = partitionOptimal(p, 2);
+  EXPECT_NE(part.starts[1], 2u);
+  EXPECT_EQ(part.bottleneck, 15);
+}
+
+TEST(Partition, IsolatesOneHugeOp) {
+  PartitionProblem p{{1, 1, 50, 1, 1, 1}, std::vector<int64_t>(7, 0)};
+  Partition part = partitionOptimal(p, 3);
+  EXPECT_EQ(part.bottleneck, 50);
+  EXPECT_EQ(stageCost(p, part.starts[1], part.starts[2]), 50);
+}
+
+TEST(Partition, OneStageAndOneOpPerStage) {
+  PartitionProblem p{{3, 4, 5}, {1, 2, 3, 4}};
+  EXPECT_EQ(partitionOptimal(p, 1).bottleneck, 3 + 4 + 5 + 1 + 4);
+  Partition each = partitionOptimal(p, 3);
+  EXPECT_EQ(each.starts, (std::vector<size_t>{0, 1, 2}));
+  EXPECT_EQ(each.bottleneck, std::max({1 + 3 + 2, 2 + 4 + 3, 3 + 5 + 4}));
+}
+
+// The optimum equals exhaustive search on many random small problems,
+// including ones where the cheapest-looking cut is a trap.
+TEST(Partition, MatchesExhaustiveSearch) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 400; ++trial) {
+    size_t n = 1 + rng() % 11;
+    size_t stages = 1 + rng() % n;
+    PartitionProblem p;
+    for (size_t i = 0; i < n; ++i)
+      p.opCost.push_back(rng() % (trial % 3 == 0 ? 1000 : 20));
+    for (size_t i = 0; i <= n; ++i)
+      p.cutCost.push_back(i == 0 || i == n ? 0 : rng() % 30);
+    Partition fast = partitionOptimal(p, stages);
+    Partition slow = partitionExhaustive(p, stages);
+    ASSERT_EQ(fast.bottleneck, slow.bottleneck)
+        << "trial " << trial << " n " << n << " stages " << stages;
+    ASSERT_EQ(fast.starts.size(), stages);
+    int64_t worst = 0;
+    for (size_t k = 0; k < stages; ++k) {
+      size_t end = k + 1 < stages ? fast.starts[k + 1] : n;
+      ASSERT_LT(fast.starts[k], end) << "empty stage";
+      worst = std::max(worst, stageCost(p, fast.starts[k], end));
+    }
+    EXPECT_EQ(worst, fast.bottleneck);
+  }
+}
+
+} // namespace
