@@ -142,4 +142,35 @@ def PippyOutlineStages : Pass<"pippy-outline-stages", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::mlir::pippy::PippyDialect"];
 }
 
+def PippyPlaceSplitPoints
+    : Pass<"pippy-place-split-points", "::mlir::func::FuncOp"> {
+  let summary = "Chooses split points automatically";
+  let description = [{
+    Places `stages - 1` `pippy.split_point` markers in a graph IR that has
+    none, by one of three policies:
+
+    - `balanced` (default): an optimal contiguous partition of the op order
+      minimising the slowest stage, where a stage costs its ops' FLOPs plus
+      the bytes they move (lib/Analysis/CostModel.h) plus the bytes of the
+      tensors it receives and sends;
+    - `params`: equal parameter bytes per stage, counting each parameter at
+      its first use (DeepSpeed's `partition_method="parameters"`);
+    - `uniform`: equal op counts.
+
+    Parameters and constants are not counted as ops. A function that already
+    has markers is left alone, so hand-placed markers win.
+
+    `--pippy-place-split-points="stages=2"` on three equal layers puts the
+    marker after the second; `--pippy-split` runs this pass and then
+    `--pippy-outline-stages`.
+  }];
+  let options = [
+    Option<"stages", "stages", "unsigned", /*default=*/"0",
+           "number of pipeline stages">,
+    Option<"policy", "policy", "std::string", /*default=*/"\"balanced\"",
+           "balanced, params or uniform">,
+  ];
+  let dependentDialects = ["::mlir::pippy::PippyDialect"];
+}
+
 #endif // PIPPY_PASSES_TD

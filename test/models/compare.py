@@ -6,7 +6,8 @@ Usage: compare.py MODEL ZOO_DIR BIN_DIR [SPLIT_POINTS]
 
 With SPLIT_POINTS (`h.1:begin,h.2:begin`), the imported graph IR is split
 into a pipeline with pippy-opt (--pippy-annotate-split-points,
---pippy-outline-stages) and the pipeline is run instead.
+--pippy-outline-stages) and the pipeline is run instead; with
+`stages=N policy=P` it is split by --pippy-split.
 
 ZOO_DIR holds the generator's files (MODEL.pt, MODEL.data.safetensors,
 MODEL.ref.json, ...); BIN_DIR holds pippy-import and pippy-run. Checks, each
@@ -73,9 +74,10 @@ def main():
          ref["input_shapes"], "-o", mlir, "--weights", weights])
     if points:
         pipe = p(".pipe.mlir")
-        run([os.path.join(bindir, "pippy-opt"), mlir,
-             f"--pippy-annotate-split-points=points={points}",
-             "--pippy-outline-stages", "-o", pipe])
+        passes = ([f"--pippy-split={points}"] if points.startswith("stages=")
+                  else [f"--pippy-annotate-split-points=points={points}",
+                        "--pippy-outline-stages"])
+        run([os.path.join(bindir, "pippy-opt"), mlir] + passes + ["-o", pipe])
         stages = open(pipe).read().count("pippy.stage ")
         print(f"split    {stages} stages at {points}")
         mlir = pipe

@@ -27,6 +27,7 @@ int main(int argc, char **argv) {
                   mlir::sparse_tensor::SparseTensorDialect,
                   mlir::torch::TorchDialect, mlir::pippy::PippyDialect>();
   mlir::pippy::registerPippyPasses();
+  mlir::pippy::registerPippyPipelines();
   // A failing pass names its problem and location; dumping the whole
   // function after it only buries the message. Users can ask for it back.
   std::vector<char *> args(argv, argv + argc);
@@ -36,7 +37,7 @@ int main(int argc, char **argv) {
     asked |= llvm::StringRef(arg).starts_with("--mlir-print-op-on-diagnostic");
   if (!asked)
     args.insert(args.begin() + 1, quiet.data());
-  return mlir::asMainReturnCode(mlir::MlirOptMain(
-      static_cast<int>(args.size()), args.data(), "pippy compiler driver\n",
-      registry));
+  return mlir::asMainReturnCode(
+      mlir::MlirOptMain(static_cast<int>(args.size()), args.data(),
+                        "pippy compiler driver\n", registry));
 }

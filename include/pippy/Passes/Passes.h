@@ -11,6 +11,9 @@ namespace mlir::pippy {
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
 
+/// Registers `--pippy-split`.
+void registerPippyPipelines();
+
 } // namespace mlir::pippy
 
 #endif // PIPPY_PASSES_PASSES_H

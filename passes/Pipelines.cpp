@@ -1,0 +1,42 @@
+//===- Pipelines.cpp - pass pipelines of pippy-opt
+//-------------------------===//
+//
+// `--pippy-split="stages=N policy=balanced|params|uniform"`: place split
+// points (unless markers exist), then outline the stages.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pippy/Passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+#include "mlir/Pass/PassRegistry.h"
+
+using namespace mlir;
+
+namespace {
+
+struct SplitOptions : public PassPipelineOptions<SplitOptions> {
+  Option<unsigned> stages{*this, "stages",
+                          llvm::cl::desc("number of pipeline stages")};
+  Option<std::string> policy{*this, "policy",
+                             llvm::cl::desc("balanced, params or uniform"),
+                             llvm::cl::init("balanced")};
+};
+
+} // namespace
+
+void mlir::pippy::registerPippyPipelines() {
+  PassPipelineRegistration<SplitOptions>(
+      "pippy-split",
+      "Split a graph IR into a pipeline: place split points (unless the IR "
+      "has markers), then outline the stages",
+      [](OpPassManager &pm, const SplitOptions &options) {
+        PippyPlaceSplitPointsOptions place;
+        place.stages = options.stages;
+        place.policy = options.policy;
+        pm.addNestedPass<func::FuncOp>(createPippyPlaceSplitPoints(place));
+        pm.addNestedPass<func::FuncOp>(createPippyOutlineStages());
+      });
+}
