@@ -173,4 +173,37 @@ def PippyPlaceSplitPoints
   let dependentDialects = ["::mlir::pippy::PippyDialect"];
 }
 
+def PippyResolveSkips : Pass<"pippy-resolve-skips", "::mlir::func::FuncOp"> {
+  let summary = "Chooses how skip connections travel between stages";
+  let description = [{
+    A skip connection is a stage operand produced by a stage that is not the
+    previous one. `mode=direct` (default) leaves it: the producer sends it
+    straight to its consumer. `mode=relay` routes it through every stage in
+    between, each of which takes it as an extra operand and yields it
+    unchanged, so every transfer is between neighbours (what a ring of
+    point-to-point links, or a runtime that only talks to neighbours, needs).
+    A value relayed to several consumers passes each stage once.
+
+    Before (`%s0#1` skips stage 1):
+
+    ```mlir
+    %s0:2 = pippy.stage 0 (...) ...
+    %s1 = pippy.stage 1 (%s0#0) ...
+    %s2 = pippy.stage 2 (%s1, %s0#1) ...
+    ```
+
+    After `--pippy-resolve-skips="mode=relay"`:
+
+    ```mlir
+    %s0:2 = pippy.stage 0 (...) ...
+    %s1:2 = pippy.stage 1 (%s0#0, %s0#1) ... // yields its last argument too
+    %s2 = pippy.stage 2 (%s1#0, %s1#1) ...
+    ```
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", /*default=*/"\"direct\"",
+           "direct or relay">,
+  ];
+}
+
 #endif // PIPPY_PASSES_TD

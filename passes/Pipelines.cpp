@@ -1,8 +1,9 @@
 //===- Pipelines.cpp - pass pipelines of pippy-opt
 //-------------------------===//
 //
-// `--pippy-split="stages=N policy=balanced|params|uniform"`: place split
-// points (unless markers exist), then outline the stages.
+// `--pippy-split="stages=N policy=balanced|params|uniform skips=direct|relay"`:
+// place split points (unless markers exist), outline the stages, resolve
+// skip connections.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,6 +24,8 @@ struct SplitOptions : public PassPipelineOptions<SplitOptions> {
   Option<std::string> policy{*this, "policy",
                              llvm::cl::desc("balanced, params or uniform"),
                              llvm::cl::init("balanced")};
+  Option<std::string> skips{*this, "skips", llvm::cl::desc("direct or relay"),
+                            llvm::cl::init("direct")};
 };
 
 } // namespace
@@ -38,5 +41,8 @@ void mlir::pippy::registerPippyPipelines() {
         place.policy = options.policy;
         pm.addNestedPass<func::FuncOp>(createPippyPlaceSplitPoints(place));
         pm.addNestedPass<func::FuncOp>(createPippyOutlineStages());
+        PippyResolveSkipsOptions skips;
+        skips.mode = options.skips;
+        pm.addNestedPass<func::FuncOp>(createPippyResolveSkips(skips));
       });
 }
