@@ -206,4 +206,30 @@ def PippyResolveSkips : Pass<"pippy-resolve-skips", "::mlir::func::FuncOp"> {
   ];
 }
 
+def PippyReport : Pass<"pippy-report", "::mlir::ModuleOp"> {
+  let summary = "Prints a table of each pipeline's stages";
+  let description = [{
+    For every `pippy.pipeline`, prints one row per stage: ops (parameters and
+    constants not counted), parameters and their bytes, FLOPs and bytes moved
+    by the cost model (lib/Analysis/CostModel.h), activation bytes (results
+    of its ops, per micro-batch), bytes received from and sent to other
+    stages per micro-batch (model inputs and outputs not counted),
+    and the predicted cost the balancer uses (FLOPs + bytes moved + bytes
+    received + bytes sent); then the balance ratio, slowest stage over mean.
+    A tied parameter counts in every stage that holds a copy. The IR is not
+    changed. `format=json` prints the same as one JSON object per pipeline.
+
+    ```
+    $ pippy-opt pipe.mlir --pippy-report -o /dev/null
+    stage  ops  params  param_bytes  flops  bytes_moved  activation_bytes  recv_bytes  send_bytes  predicted
+    0      ...
+    balance ratio (slowest / mean): 1.08
+    ```
+  }];
+  let options = [
+    Option<"format", "format", "std::string", /*default=*/"\"text\"",
+           "text or json">,
+  ];
+}
+
 #endif // PIPPY_PASSES_TD
