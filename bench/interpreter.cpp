@@ -29,10 +29,11 @@ namespace {
 
 std::string chainIR(int n) {
   std::string t = "!torch.vtensor<[1],f32>";
-  std::string ir = "func.func @forward(%x: " + t + ") -> " + t + " {\n" +
-                   "  %int1 = torch.constant.int 1\n  %v0 = torch.aten.add.Tensor "
-                   "%x, %x, %int1 : " + t + ", " + t + ", !torch.int -> " + t +
-                   "\n";
+  std::string ir =
+      "func.func @forward(%x: " + t + ") -> " + t + " {\n" +
+      "  %int1 = torch.constant.int 1\n  %v0 = torch.aten.add.Tensor "
+      "%x, %x, %int1 : " +
+      t + ", " + t + ", !torch.int -> " + t + "\n";
   for (int i = 1; i < n; ++i)
     ir += "  %v" + std::to_string(i) + " = torch.aten.add.Tensor %v" +
           std::to_string(i - 1) + ", %x, %int1 : " + t + ", " + t +
@@ -49,8 +50,7 @@ double median(std::vector<double> v) {
 template <typename F> double seconds(F &&f) {
   auto start = std::chrono::steady_clock::now();
   f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                       start)
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
       .count();
 }
 
@@ -69,8 +69,8 @@ int main(int argc, char **argv) {
       module->lookupSymbol<mlir::func::FuncOp>("forward"));
 
   std::printf("ops per run %d, runs %d (medians, interleaved)\n", n, reps);
-  std::printf("%-8s %14s %14s %14s\n", "grad", "direct us/op",
-              "pippy us/op", "overhead us/op");
+  std::printf("%-8s %14s %14s %14s\n", "grad", "direct us/op", "pippy us/op",
+              "overhead us/op");
   for (bool grad : {false, true}) {
     at::Tensor x = torch::ones({1}).requires_grad_(grad);
     c10::InferenceMode guard(false);

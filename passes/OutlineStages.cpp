@@ -63,12 +63,10 @@ struct OutlineStagesPass
       func.emitOpError("must end in func.return to be outlined");
       return signalPassFailure();
     }
-    bool hasMarker = llvm::any_of(body, [](Operation &op) {
-      return isa<pd::SplitPointOp>(op);
-    });
-    bool hasPipeline = llvm::any_of(body, [](Operation &op) {
-      return isa<pd::PipelineOp>(op);
-    });
+    bool hasMarker = llvm::any_of(
+        body, [](Operation &op) { return isa<pd::SplitPointOp>(op); });
+    bool hasPipeline = llvm::any_of(
+        body, [](Operation &op) { return isa<pd::PipelineOp>(op); });
     if (hasPipeline)
       return; // already outlined
     if (!hasMarker)
@@ -159,8 +157,8 @@ struct OutlineStagesPass
     // Build the pipeline before the return.
     OpBuilder builder(ret);
     Location loc = func.getLoc();
-    auto pipeline = pd::PipelineOp::create(
-        builder, loc, ret.getOperandTypes(), /*tied=*/nullptr);
+    auto pipeline = pd::PipelineOp::create(builder, loc, ret.getOperandTypes(),
+                                           /*tied=*/nullptr);
     Block *pipelineBody = builder.createBlock(&pipeline.getBody());
     builder.setInsertionPointToEnd(pipelineBody);
 
@@ -175,9 +173,9 @@ struct OutlineStagesPass
         resultTypes.push_back(v.getType());
       Location stageLoc =
           stage.marker ? stage.marker->getLoc() : stage.ops.front()->getLoc();
-      auto stageOp = pd::StageOp::create(builder, stageLoc, resultTypes,
-                                         builder.getI64IntegerAttr(s),
-                                         operands);
+      auto stageOp =
+          pd::StageOp::create(builder, stageLoc, resultTypes,
+                              builder.getI64IntegerAttr(s), operands);
       OpBuilder inner(&getContext());
       Block *block = inner.createBlock(&stageOp.getBody());
       IRMapping map;
@@ -221,8 +219,7 @@ struct OutlineStagesPass
     SmallVector<Attribute> groups;
     for (auto &[name, users] : paramStages)
       if (users.size() > 1)
-        groups.push_back(
-            pd::TiedGroupAttr::get(&getContext(), name, users));
+        groups.push_back(pd::TiedGroupAttr::get(&getContext(), name, users));
     if (!groups.empty())
       pipeline.setTiedAttr(builder.getArrayAttr(groups));
 

@@ -108,8 +108,8 @@ struct ResolveSkipsPass
           }
           current = it->second;
         }
-        getStage(pipeline, s)->setOperand(
-            i, getStage(pipeline, s - 1).getResult(current));
+        getStage(pipeline, s)
+            ->setOperand(i, getStage(pipeline, s - 1).getResult(current));
       }
     }
   }

@@ -46,8 +46,8 @@ void printLocation(Location loc, llvm::raw_ostream &os) {
   }
   if (auto fused = dyn_cast<FusedLoc>(loc)) {
     llvm::interleave(
-        fused.getLocations(), os,
-        [&](Location l) { printLocation(l, os); }, ", ");
+        fused.getLocations(), os, [&](Location l) { printLocation(l, os); },
+        ", ");
     return;
   }
   os << loc;
@@ -182,8 +182,8 @@ Program Program::compile(func::FuncOp func) {
   if (func.isExternal())
     throw RuntimeError("function '" + func.getSymName().str() +
                        "' has no body");
-  return compile(func.getBody().front(), "function '" +
-                                             func.getSymName().str() + "'");
+  return compile(func.getBody().front(),
+                 "function '" + func.getSymName().str() + "'");
 }
 
 Program Program::compile(Block &body, const std::string &name) {

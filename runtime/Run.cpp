@@ -228,8 +228,7 @@ private:
 
   /// The stages run one after another in this process: autograd links them,
   /// and a tied parameter is one tensor, so its gradients add up.
-  void compilePipeline(func::FuncOp forward,
-                       mlir::pippy::PipelineOp pipeline) {
+  void compilePipeline(func::FuncOp forward, mlir::pippy::PipelineOp pipeline) {
     auto ret = cast<func::ReturnOp>(forward.getBody().front().getTerminator());
     for (Value v : ret.getOperands())
       if (v.getDefiningOp() != pipeline.getOperation())
@@ -240,9 +239,8 @@ private:
         if (arg.getOwner()->getParentOp() == forward.getOperation())
           return Source{-1, arg.getArgNumber()};
       auto result = dyn_cast<OpResult>(v);
-      auto stage = result
-                       ? dyn_cast<mlir::pippy::StageOp>(result.getOwner())
-                       : mlir::pippy::StageOp();
+      auto stage = result ? dyn_cast<mlir::pippy::StageOp>(result.getOwner())
+                          : mlir::pippy::StageOp();
       if (!stage)
         throw RuntimeError(options.programPath +
                            ": a pipeline value comes neither from forward's "
@@ -259,8 +257,8 @@ private:
         inputs.push_back(sourceOf(v));
       stageInputs.push_back(std::move(inputs));
     }
-    auto yield = cast<mlir::pippy::YieldOp>(
-        pipeline.getBody().front().getTerminator());
+    auto yield =
+        cast<mlir::pippy::YieldOp>(pipeline.getBody().front().getTerminator());
     for (Value v : yield.getOperands())
       outputSources.push_back(sourceOf(v));
   }
@@ -550,8 +548,7 @@ private:
     ::torch::NoGradGuard noGrad;
     std::vector<std::vector<at::Tensor>> outputs;
     for (int64_t begin = 0; begin < rows; begin += mb) {
-      std::vector<c10::IValue> results =
-          forward(forwardArgs(begin, mb, false));
+      std::vector<c10::IValue> results = forward(forwardArgs(begin, mb, false));
       std::vector<at::Tensor> flat;
       for (const c10::IValue &r : results) {
         if (r.isTensor())

@@ -31,8 +31,8 @@ bool isReplicable(Operation *op) {
   namespace td = mlir::torch;
   if (isa<mlir::pippy::ParamOp, td::ConstantIntOp, td::ConstantFloatOp,
           td::ConstantBoolOp, td::ConstantNoneOp, td::ConstantStrOp,
-          td::ConstantDeviceOp, td::ConstantNumberOp,
-          td::ValueTensorLiteralOp>(op))
+          td::ConstantDeviceOp, td::ConstantNumberOp, td::ValueTensorLiteralOp>(
+          op))
     return true;
   if (isa<td::PrimListConstructOp, td::PrimTupleConstructOp>(op))
     return llvm::all_of(op->getOperands(), [](Value v) {

@@ -34,8 +34,8 @@ constexpr size_t kNone = std::numeric_limits<size_t>::max();
 /// With bottleneck `limit`, the start of every stage of a partition into
 /// exactly `stages` stages, or empty when there is none.
 std::vector<size_t> tryPartition(const std::vector<int64_t> &prefix,
-                                 const std::vector<int64_t> &cut,
-                                 size_t stages, int64_t limit) {
+                                 const std::vector<int64_t> &cut, size_t stages,
+                                 int64_t limit) {
   size_t n = prefix.size() - 1;
   // parent[k][j]: start of the k-th stage (0-based) when stage k ends at j.
   std::vector<std::vector<size_t>> parent(stages,
@@ -56,8 +56,7 @@ std::vector<size_t> tryPartition(const std::vector<int64_t> &prefix,
           bestStart = i;
         }
       }
-      if (bestStart != kNone &&
-          bestKey >= prefix[j] + cut[j] - limit) {
+      if (bestStart != kNone && bestKey >= prefix[j] + cut[j] - limit) {
         next[j] = 1;
         parent[k][j] = bestStart;
       }
@@ -106,9 +105,9 @@ Partition pippy::partitionOptimal(const PartitionProblem &problem,
   Partition result;
   result.starts = best;
   for (size_t k = 0; k < stages; ++k)
-    result.bottleneck = std::max(
-        result.bottleneck,
-        stageCost(problem, best[k], k + 1 < stages ? best[k + 1] : n));
+    result.bottleneck =
+        std::max(result.bottleneck,
+                 stageCost(problem, best[k], k + 1 < stages ? best[k + 1] : n));
   return result;
 }
 

@@ -661,8 +661,8 @@ private:
         StringRef owner = StringRef(canonical).rsplit('.').first;
         Location paramLoc =
             owner == canonical
-                ? Location(FileLineColLoc::get(&context, options.modulePath,
-                                               0, 0))
+                ? Location(
+                      FileLineColLoc::get(&context, options.modulePath, 0, 0))
                 : Location(NameLoc::get(builder.getStringAttr(owner)));
         auto param = pd::ParamOp::create(
             builder, paramLoc, getTensorType(parameters.at(canonical)),
