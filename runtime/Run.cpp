@@ -12,6 +12,7 @@
 #include "pippy/Dialect/Torch/TorchDialect.h"
 #include "pippy/Runtime/Program.h"
 #include "pippy/Support/Safetensors.h"
+#include "pippy/Support/TensorDTypes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/SparseTensor/IR/SparseTensor.h"
@@ -37,59 +38,10 @@ namespace st = ::pippy::safetensors;
 
 namespace {
 
-std::optional<at::ScalarType> toScalarType(st::DType dtype) {
-  switch (dtype) {
-  case st::DType::F32:
-    return at::kFloat;
-  case st::DType::F64:
-    return at::kDouble;
-  case st::DType::F16:
-    return at::kHalf;
-  case st::DType::BF16:
-    return at::kBFloat16;
-  case st::DType::I64:
-    return at::kLong;
-  case st::DType::I32:
-    return at::kInt;
-  case st::DType::I16:
-    return at::kShort;
-  case st::DType::I8:
-    return at::kChar;
-  case st::DType::U8:
-    return at::kByte;
-  case st::DType::BOOL:
-    return at::kBool;
-  default:
-    return std::nullopt;
-  }
-}
-
 st::DType toStorageDType(at::ScalarType type) {
-  switch (type) {
-  case at::kFloat:
-    return st::DType::F32;
-  case at::kDouble:
-    return st::DType::F64;
-  case at::kHalf:
-    return st::DType::F16;
-  case at::kBFloat16:
-    return st::DType::BF16;
-  case at::kLong:
-    return st::DType::I64;
-  case at::kInt:
-    return st::DType::I32;
-  case at::kShort:
-    return st::DType::I16;
-  case at::kChar:
-    return st::DType::I8;
-  case at::kByte:
-    return st::DType::U8;
-  case at::kBool:
-    return st::DType::BOOL;
-  default:
-    throw RuntimeError(std::string("cannot store dtype ") +
-                       c10::toString(type));
-  }
+  if (std::optional<st::DType> dtype = ::pippy::toStorageDType(type))
+    return *dtype;
+  throw RuntimeError(std::string("cannot store dtype ") + c10::toString(type));
 }
 
 std::string shapeString(at::IntArrayRef sizes) {
@@ -112,7 +64,7 @@ TensorFile readTensors(const std::string &path) {
   TensorFile result;
   result.metadata = file->metadata();
   for (const st::TensorInfo &info : file->tensors()) {
-    std::optional<at::ScalarType> dtype = toScalarType(info.dtype);
+    std::optional<at::ScalarType> dtype = ::pippy::toScalarType(info.dtype);
     if (!dtype)
       throw RuntimeError(path + ": tensor '" + info.name + "' has dtype " +
                          st::dtypeName(info.dtype).str() +

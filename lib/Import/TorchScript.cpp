@@ -16,6 +16,7 @@
 #include "pippy/Dialect/Pippy/PippyDialect.h"
 #include "pippy/Dialect/Torch/TorchDialect.h"
 #include "pippy/Support/Safetensors.h"
+#include "pippy/Support/TensorDTypes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -49,33 +50,6 @@ struct ImportError {
 
 [[noreturn]] void fail(const std::string &message) {
   throw ImportError{message};
-}
-
-std::optional<st::DType> toStorageDType(at::ScalarType type) {
-  switch (type) {
-  case at::kFloat:
-    return st::DType::F32;
-  case at::kDouble:
-    return st::DType::F64;
-  case at::kHalf:
-    return st::DType::F16;
-  case at::kBFloat16:
-    return st::DType::BF16;
-  case at::kLong:
-    return st::DType::I64;
-  case at::kInt:
-    return st::DType::I32;
-  case at::kShort:
-    return st::DType::I16;
-  case at::kChar:
-    return st::DType::I8;
-  case at::kByte:
-    return st::DType::U8;
-  case at::kBool:
-    return st::DType::BOOL;
-  default:
-    return std::nullopt;
-  }
 }
 
 at::ScalarType parseDtype(const std::string &dtype) {
@@ -725,7 +699,7 @@ private:
     st::Writer writer;
     for (const std::string &name : parameterOrder) {
       at::Tensor t = parameters.at(name).detach().contiguous();
-      std::optional<st::DType> dtype = toStorageDType(t.scalar_type());
+      std::optional<st::DType> dtype = ::pippy::toStorageDType(t.scalar_type());
       if (!dtype)
         fail("parameter '" + name + "' has dtype " +
              std::string(c10::toString(t.scalar_type())) +
