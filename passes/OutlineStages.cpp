@@ -223,8 +223,8 @@ struct OutlineStagesPass
     if (!groups.empty())
       pipeline.setTiedAttr(builder.getArrayAttr(groups));
 
-    for (auto [i, v] : llvm::enumerate(ret.getOperands()))
-      (void)v, ret.setOperand(i, pipeline.getResult(i));
+    for (unsigned i = 0, e = ret.getNumOperands(); i < e; ++i)
+      ret.setOperand(i, pipeline.getResult(i));
 
     // Remove what was outlined; parameters and constants still used outside
     // the pipeline (returned directly) stay.
