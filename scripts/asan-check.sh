@@ -20,9 +20,10 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 reports=0
 check() { # runs pippy-opt, counts sanitizer reports, ignores its exit code
+  local found
   "$opt" "$@" >/dev/null 2>"$tmp/err" || true
-  n=$(grep -c 'Sanitizer\|runtime error' "$tmp/err" || true)
-  reports=$((reports + n))
+  found=$(grep -c 'Sanitizer\|runtime error' "$tmp/err" || true)
+  reports=$((reports + found))
 }
 for f in test/Samples/Inputs/torch-mlir/*.mlir test/Dialect/Torch/ops.mlir \
          test/Dialect/Torch/types.mlir test/Dialect/Pippy/ops.mlir; do
