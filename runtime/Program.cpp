@@ -62,14 +62,11 @@ std::string describe(Operation *op) {
 }
 
 TensorSpec specOf(Type type, Operation *where) {
-  auto tensor = dyn_cast<td::ValueTensorType>(type);
-  if (!tensor || !tensor.hasStaticShape() || !tensor.hasDtype())
+  std::optional<TensorSpec> spec = ::pippy::getTensorSpec(type);
+  if (!spec)
     throw RuntimeError(describe(where) +
                        ": expected a tensor with static sizes and a dtype");
-  TensorSpec spec;
-  spec.sizes.assign(tensor.getSizes().begin(), tensor.getSizes().end());
-  spec.dtype = ::pippy::toScalarType(tensor.getDtype());
-  return spec;
+  return *spec;
 }
 
 /// The element type a list value must carry for the dispatcher to unbox it.
@@ -175,6 +172,16 @@ at::ScalarType toScalarType(Type dtype) {
   llvm::raw_string_ostream os(text);
   os << dtype;
   throw RuntimeError("unsupported dtype " + text);
+}
+
+std::optional<TensorSpec> getTensorSpec(Type type) {
+  auto tensor = dyn_cast<td::ValueTensorType>(type);
+  if (!tensor || !tensor.hasStaticShape() || !tensor.hasDtype())
+    return std::nullopt;
+  TensorSpec spec;
+  spec.sizes.assign(tensor.getSizes().begin(), tensor.getSizes().end());
+  spec.dtype = toScalarType(tensor.getDtype());
+  return spec;
 }
 } // namespace pippy
 

@@ -216,15 +216,13 @@ private:
   }
 
   static ::pippy::TensorSpec specOfArgument(BlockArgument arg) {
-    auto tensor = dyn_cast<mlir::torch::ValueTensorType>(arg.getType());
-    if (!tensor || !tensor.hasStaticShape() || !tensor.hasDtype())
+    std::optional<::pippy::TensorSpec> spec =
+        ::pippy::getTensorSpec(arg.getType());
+    if (!spec)
       throw RuntimeError("forward argument " +
                          std::to_string(arg.getArgNumber()) +
                          " must be a tensor with static sizes and a dtype");
-    ::pippy::TensorSpec spec;
-    spec.sizes.assign(tensor.getSizes().begin(), tensor.getSizes().end());
-    spec.dtype = ::pippy::toScalarType(tensor.getDtype());
-    return spec;
+    return *spec;
   }
 
   /// The forward pass of the whole model on one micro-batch.

@@ -20,6 +20,7 @@
 #include <torch/csrc/jit/runtime/operator.h>
 
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -88,6 +89,10 @@ private:
 
 /// The libtorch dtype of a torch dialect dtype (f32 -> kFloat, si64 -> kLong).
 at::ScalarType toScalarType(mlir::Type dtype);
+
+/// The sizes and dtype of a `!torch.vtensor` with static sizes and a dtype;
+/// none for any other type.
+std::optional<TensorSpec> getTensorSpec(mlir::Type type);
 
 } // namespace pippy
 
