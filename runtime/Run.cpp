@@ -8,6 +8,9 @@
 
 #include "pippy/Runtime/Run.h"
 
+#include "Common.h"
+#include "pippy/Runtime/Comm.h"
+
 #include "pippy/Dialect/Pippy/PippyDialect.h"
 #include "pippy/Dialect/Torch/TorchDialect.h"
 #include "pippy/Runtime/Program.h"
@@ -38,86 +41,7 @@ namespace st = ::pippy::safetensors;
 
 namespace {
 
-st::DType toStorageDType(at::ScalarType type) {
-  if (std::optional<st::DType> dtype = ::pippy::toStorageDType(type))
-    return *dtype;
-  throw RuntimeError(std::string("cannot store dtype ") + c10::toString(type));
-}
-
-std::string shapeString(at::IntArrayRef sizes) {
-  std::string text = "[";
-  for (size_t i = 0; i < sizes.size(); ++i)
-    text += (i ? ", " : "") + std::to_string(sizes[i]);
-  return text + "]";
-}
-
-struct TensorFile {
-  std::map<std::string, at::Tensor> tensors;
-  std::vector<std::string> order;
-  std::map<std::string, std::string> metadata;
-};
-
-TensorFile readTensors(const std::string &path) {
-  llvm::Expected<st::File> file = st::File::open(path);
-  if (!file)
-    throw RuntimeError(llvm::toString(file.takeError()));
-  TensorFile result;
-  result.metadata = file->metadata();
-  for (const st::TensorInfo &info : file->tensors()) {
-    std::optional<at::ScalarType> dtype = ::pippy::toScalarType(info.dtype);
-    if (!dtype)
-      throw RuntimeError(path + ": tensor '" + info.name + "' has dtype " +
-                         st::dtypeName(info.dtype).str() +
-                         ", which pippy-run does not support");
-    at::Tensor tensor =
-        at::empty(info.shape, at::TensorOptions().dtype(*dtype));
-    llvm::ArrayRef<uint8_t> bytes = file->data(info);
-    if (!bytes.empty())
-      std::memcpy(tensor.data_ptr(), bytes.data(), bytes.size());
-    result.tensors[info.name] = tensor;
-    result.order.push_back(info.name);
-  }
-  return result;
-}
-
-void writeTensors(
-    const std::string &path,
-    const std::vector<std::pair<std::string, at::Tensor>> &tensors,
-    const std::map<std::string, std::string> &metadata) {
-  st::Writer writer;
-  for (const auto &[name, value] : tensors) {
-    at::Tensor t = value.detach().contiguous();
-    std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
-    llvm::ArrayRef<uint8_t> bytes(static_cast<const uint8_t *>(t.data_ptr()),
-                                  t.numel() * t.element_size());
-    if (llvm::Error error =
-            writer.add(name, toStorageDType(t.scalar_type()), sizes, bytes))
-      throw RuntimeError(llvm::toString(std::move(error)));
-  }
-  for (const auto &[key, value] : metadata)
-    writer.setMetadata(key, value);
-  if (llvm::Error error = writer.write(path))
-    throw RuntimeError(llvm::toString(std::move(error)));
-}
-
-/// Names listed in a JSON array held by a metadata entry.
-std::set<std::string> metadataList(const std::map<std::string, std::string> &m,
-                                   const std::string &key) {
-  std::set<std::string> names;
-  auto it = m.find(key);
-  if (it == m.end())
-    return names;
-  llvm::Expected<llvm::json::Value> json = llvm::json::parse(it->second);
-  if (!json) {
-    llvm::consumeError(json.takeError());
-    return names;
-  }
-  if (const llvm::json::Array *array = json->getAsArray())
-    for (const llvm::json::Value &v : *array)
-      if (auto s = v.getAsString())
-        names.insert(s->str());
-  return names;
-}
+using namespace ::pippy::rt;
 
 class Runner {
 public:
@@ -134,24 +58,12 @@ public:
 
 private:
   void loadProgram() {
-    context.loadDialect<func::FuncDialect, mlir::torch::TorchDialect,
-                        mlir::pippy::PippyDialect,
-                        sparse_tensor::SparseTensorDialect>();
-    llvm::SourceMgr sourceMgr;
-    std::string diagnostics;
-    llvm::raw_string_ostream os(diagnostics);
-    SourceMgrDiagnosticHandler handler(sourceMgr, &context, os);
-    module = parseSourceFile<ModuleOp>(options.programPath, sourceMgr,
-                                       ParserConfig(&context));
-    if (!module)
-      throw RuntimeError(diagnostics.empty()
-                             ? "cannot read " + options.programPath
-                             : diagnostics);
+    module = parseProgram(context, options.programPath);
     auto forward = module->lookupSymbol<func::FuncOp>("forward");
     if (!forward || forward.isExternal())
       throw RuntimeError(options.programPath + ": no func.func @forward");
     for (BlockArgument arg : forward.getArguments())
-      argSpecs.push_back(specOfArgument(arg));
+      argSpecs.push_back(::pippy::rt::specOfArgument(arg));
 
     mlir::pippy::PipelineOp pipeline;
     forward.walk([&](mlir::pippy::PipelineOp op) { pipeline = op; });
@@ -165,10 +77,6 @@ private:
       programs.push_back(Program::compile(forward));
       return;
     }
-    if (options.nproc != 1)
-      throw RuntimeError(options.programPath +
-                         ": running a pipeline on several processes is not "
-                         "supported yet; run it with --nproc 1");
     compilePipeline(forward, pipeline);
   }
 
@@ -215,16 +123,6 @@ private:
       outputSources.push_back(sourceOf(v));
   }
 
-  static ::pippy::TensorSpec specOfArgument(BlockArgument arg) {
-    std::optional<::pippy::TensorSpec> spec =
-        ::pippy::getTensorSpec(arg.getType());
-    if (!spec)
-      throw RuntimeError("forward argument " +
-                         std::to_string(arg.getArgNumber()) +
-                         " must be a tensor with static sizes and a dtype");
-    return *spec;
-  }
-
   /// The forward pass of the whole model on one micro-batch.
   std::vector<c10::IValue> forward(const std::vector<c10::IValue> &args) {
     if (stageInputs.empty())
@@ -246,28 +144,8 @@ private:
     return outputs;
   }
 
-  std::string resolveWeightsPath() {
-    std::string path = options.weightsPath;
-    if (path.empty()) {
-      auto attr = (*module)->getAttrOfType<StringAttr>("pippy.weights");
-      if (!attr)
-        throw RuntimeError(options.programPath +
-                           ": the module names no weights file "
-                           "(pippy.weights); pass --weights");
-      path = attr.getValue().str();
-      if (!llvm::sys::fs::exists(path) && !llvm::sys::path::is_absolute(path)) {
-        llvm::SmallString<256> beside(
-            llvm::sys::path::parent_path(options.programPath));
-        llvm::sys::path::append(beside, path);
-        if (llvm::sys::fs::exists(beside))
-          path = std::string(beside);
-      }
-    }
-    return path;
-  }
-
   void loadWeights() {
-    std::string path = resolveWeightsPath();
+    std::string path = resolveWeightsPath(options, *module);
     TensorFile file = readTensors(path);
     weightsMetadata = file.metadata;
     weightOrder = file.order;
@@ -298,117 +176,17 @@ private:
     }
   }
 
-  /// The inputs (`input` or `input.0`, ...) and `target` of the data file,
-  /// checked against the program before any step.
-  void loadData(bool needTarget) {
-    TensorFile file = readTensors(options.dataPath);
-    const auto &specs = argSpecs;
-    size_t numInputs = specs.size() - (options.loss == "none" ? 1 : 0);
-    for (size_t i = 0; i < numInputs; ++i) {
-      std::string name = numInputs == 1 && file.tensors.count("input")
-                             ? "input"
-                             : "input." + std::to_string(i);
-      auto it = file.tensors.find(name);
-      if (it == file.tensors.end())
-        throw RuntimeError(options.dataPath + ": no tensor '" + name +
-                           "' for forward argument " + std::to_string(i));
-      checkData(name, it->second, specs[i]);
-      inputs.push_back(it->second);
-    }
-    if (needTarget) {
-      auto it = file.tensors.find("target");
-      if (it == file.tensors.end())
-        throw RuntimeError(options.dataPath + ": no tensor 'target'");
-      target = it->second;
-      if (target.size(0) != inputs[0].size(0))
-        throw RuntimeError(options.dataPath + ": 'target' has " +
-                           std::to_string(target.size(0)) + " rows but '" +
-                           (numInputs == 1 ? "input" : "input.0") + "' has " +
-                           std::to_string(inputs[0].size(0)));
-      if (options.loss == "none")
-        checkData("target", target, specs.back());
-    }
-    rows = inputs[0].size(0);
-    for (const at::Tensor &t : inputs)
-      if (t.size(0) != rows)
-        throw RuntimeError(options.dataPath +
-                           ": inputs have different row counts");
-  }
-
-  void checkData(const std::string &name, const at::Tensor &tensor,
-                 const ::pippy::TensorSpec &spec) {
-    bool sameTail = tensor.dim() == (int64_t)spec.sizes.size();
-    for (size_t d = 1; sameTail && d < spec.sizes.size(); ++d)
-      sameTail = tensor.size(d) == spec.sizes[d];
-    if (!sameTail || tensor.scalar_type() != spec.dtype)
-      throw RuntimeError(
-          options.dataPath + ": '" + name + "' is " +
-          c10::toString(tensor.scalar_type()) + shapeString(tensor.sizes()) +
-          " but the program takes micro-batches of " +
-          c10::toString(spec.dtype) + shapeString(spec.sizes) +
-          " (rows may differ, the other sizes and the dtype may not)");
-  }
-
-  at::Tensor rowsOf(const at::Tensor &t, int64_t begin, int64_t count) {
-    at::Tensor index = at::remainder(
-        at::arange(begin, begin + count, at::TensorOptions().dtype(at::kLong)),
-        rows);
-    return t.index_select(0, index);
-  }
-
-  at::Tensor computeLoss(const c10::IValue &output, const at::Tensor &tgt) {
-    if (options.loss == "none") {
-      if (!output.isTensor() || output.toTensor().numel() != 1)
-        throw RuntimeError("--loss none: forward must return the scalar loss");
-      return output.toTensor().reshape({});
-    }
-    if (!output.isTensor())
-      throw RuntimeError("--loss " + options.loss +
-                         ": forward must return one tensor");
-    at::Tensor out = output.toTensor();
-    if (options.loss == "cross_entropy")
-      return at::cross_entropy_loss(out.flatten(0, -2), tgt.flatten());
-    if (options.loss == "mse")
-      return at::mse_loss(out, tgt);
-    throw RuntimeError("unknown --loss '" + options.loss +
-                       "'; expected cross_entropy, mse or none");
-  }
-
   std::unique_ptr<::torch::optim::Optimizer> makeOptimizer() {
     std::vector<at::Tensor> trainable;
     for (const std::string &name : trainableNames)
       trainable.push_back(params.at(name));
-    if (options.optimizer == "sgd") {
-      ::torch::optim::SGDOptions o(options.lr);
-      o.momentum(options.momentum.value_or(0.0));
-      o.weight_decay(options.weightDecay.value_or(0.0));
-      return std::make_unique<::torch::optim::SGD>(trainable, o);
-    }
-    if (options.optimizer == "adamw") {
-      ::torch::optim::AdamWOptions o(options.lr);
-      o.betas({options.beta1.value_or(0.9), options.beta2.value_or(0.999)});
-      o.eps(options.eps.value_or(1e-8));
-      o.weight_decay(options.weightDecay.value_or(0.01));
-      return std::make_unique<::torch::optim::AdamW>(trainable, o);
-    }
-    throw RuntimeError("unknown --optimizer '" + options.optimizer +
-                       "'; expected sgd or adamw");
-  }
-
-  std::vector<c10::IValue> forwardArgs(int64_t begin, int64_t count,
-                                       bool withTarget) {
-    std::vector<c10::IValue> args;
-    for (const at::Tensor &t : inputs)
-      args.emplace_back(rowsOf(t, begin, count));
-    if (withTarget)
-      args.emplace_back(rowsOf(target, begin, count));
-    return args;
+    return ::pippy::rt::makeOptimizer(options, trainable);
   }
 
   void train() {
-    if (options.microbatches < 1 || options.steps < 1)
-      throw RuntimeError("--microbatches and --steps must be at least 1");
-    loadData(/*needTarget=*/true);
+    checkTrainingOptions(options);
+    Dataset data(options, argSpecs, /*needTarget=*/true);
+    int64_t rows = data.rows();
     auto optimizer = makeOptimizer();
     int64_t mb = argSpecs[0].sizes.at(0);
     int64_t M = options.microbatches;
@@ -421,10 +199,10 @@ private:
       for (int64_t m = 0; m < M; ++m) {
         int64_t begin = cursor + m * mb;
         std::vector<c10::IValue> results =
-            forward(forwardArgs(begin, mb, options.loss == "none"));
+            forward(data.arguments(begin, mb, options.loss == "none"));
         at::Tensor loss = computeLoss(
-            results.at(0),
-            options.loss == "none" ? at::Tensor() : rowsOf(target, begin, mb));
+            options, results.at(0),
+            options.loss == "none" ? at::Tensor() : data.target(begin, mb));
         (loss / static_cast<double>(M)).backward();
         stepLoss += loss.item<double>() / M;
       }
@@ -474,22 +252,18 @@ private:
   }
 
   void writeMetrics(llvm::json::Array steps) {
-    llvm::json::Object metrics{
-        {"steps", std::move(steps)},
-        {"bubble_fraction", 0.0},
-        {"peak_inflight_microbatches", llvm::json::Array{1}}};
-    std::error_code ec;
-    llvm::raw_fd_ostream os(options.metricsPath, ec);
-    if (ec)
-      throw RuntimeError("cannot write " + options.metricsPath + ": " +
-                         ec.message());
-    os << llvm::formatv("{0:2}", llvm::json::Value(std::move(metrics))) << "\n";
+    writeJson(options.metricsPath,
+              llvm::json::Object{
+                  {"steps", std::move(steps)},
+                  {"bubble_fraction", 0.0},
+                  {"peak_inflight_microbatches", llvm::json::Array{1}}});
   }
 
   void infer() {
     if (options.outputPath.empty())
       throw RuntimeError("--infer needs --output FILE");
-    loadData(/*needTarget=*/false);
+    Dataset data(options, argSpecs, /*needTarget=*/false);
+    int64_t rows = data.rows();
     int64_t mb = argSpecs[0].sizes.at(0);
     if (rows % mb != 0)
       throw RuntimeError(options.dataPath + ": " + std::to_string(rows) +
@@ -498,7 +272,7 @@ private:
     ::torch::NoGradGuard noGrad;
     std::vector<std::vector<at::Tensor>> outputs;
     for (int64_t begin = 0; begin < rows; begin += mb) {
-      std::vector<c10::IValue> results = forward(forwardArgs(begin, mb, false));
+      std::vector<c10::IValue> results = forward(data.arguments(begin, mb, false));
       std::vector<at::Tensor> flat;
       for (const c10::IValue &r : results) {
         if (r.isTensor())
@@ -534,9 +308,6 @@ private:
   std::vector<std::string> trainableNames;
   std::vector<std::string> weightOrder;
   std::map<std::string, std::string> weightsMetadata;
-  std::vector<at::Tensor> inputs;
-  at::Tensor target;
-  int64_t rows = 0;
 };
 
 } // namespace
@@ -544,6 +315,12 @@ private:
 namespace pippy {
 llvm::Error run(const RunOptions &options) {
   try {
+    std::optional<Rendezvous> rdzv = Rendezvous::fromEnvironment();
+    if (rdzv && rdzv->worldSize > 1)
+      return runRank(options, *rdzv);
+    if (!options.checkpointDir.empty() || options.resume)
+      throw RuntimeError("--checkpoint-dir and --resume need a pipeline on "
+                         "more than one rank");
     Runner(options).run();
     return llvm::Error::success();
   } catch (const RuntimeError &e) {

@@ -2,12 +2,16 @@
 """Runs one zoo model through pippy-import and pippy-run --nproc 1 and
 compares everything with PyTorch's reference numbers.
 
-Usage: compare.py MODEL ZOO_DIR BIN_DIR [SPLIT_POINTS]
+Usage: compare.py MODEL ZOO_DIR BIN_DIR [SPLIT_POINTS] [--nproc N]
+                  [--schedule gpipe|1f1b]
 
 With SPLIT_POINTS (`h.1:begin,h.2:begin`), the imported graph IR is split
 into a pipeline with pippy-opt (--pippy-annotate-split-points,
 --pippy-outline-stages) and the pipeline is run instead; with
-`stages=N policy=P` it is split by --pippy-split.
+`stages=N policy=P` it is split by --pippy-split. With --nproc N the
+pipeline runs on N processes (one stage each) with the given schedule, for
+inference and training alike; each rank writes its own step-1 gradients
+(FILE.rankR), which are merged here (a tied weight's replicas must agree).
 
 ZOO_DIR holds the generator's files (MODEL.pt, MODEL.data.safetensors,
 MODEL.ref.json, ...); BIN_DIR holds pippy-import and pippy-run. Checks, each
@@ -26,6 +30,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import st  # noqa: E402
+import torch  # noqa: E402
 
 TOL = 1e-5
 
@@ -64,9 +69,30 @@ def compare_tensors(what, got, ref):
     return not bad
 
 
+def load_grads(path, nproc):
+    if nproc == 1:
+        return st.load(path)[0]
+    merged = {}
+    for r in range(nproc):
+        for name, t in st.load(f"{path}.rank{r}")[0].items():
+            if name in merged and not torch.equal(merged[name], t):
+                print(f"grads    MISMATCH: ranks disagree on tied '{name}'")
+                sys.exit(1)
+            merged[name] = t
+    return merged
+
+
 def main():
-    model, zoo, bindir = sys.argv[1:4]
-    points = sys.argv[4] if len(sys.argv) > 4 else None
+    args = sys.argv[1:]
+    flags = {"--nproc": "1", "--schedule": "1f1b"}
+    for flag in flags:
+        if flag in args:
+            i = args.index(flag)
+            flags[flag] = args[i + 1]
+            del args[i:i + 2]
+    nproc, schedule = int(flags["--nproc"]), flags["--schedule"]
+    model, zoo, bindir = args[:3]
+    points = args[3] if len(args) > 3 else None
     p = lambda suffix: os.path.join(zoo, model + suffix)
     ref = json.load(open(p(".ref.json")))
     mlir, weights = p(".mlir"), p(".imported.safetensors")
@@ -87,20 +113,24 @@ def main():
     mb = ref["micro_batch"]
     first = {k: v[:mb] for k, v in data.items() if k.startswith("input")}
     st.save(p(".first.safetensors"), first)
+    dist = ["--nproc", str(nproc), "--schedule", schedule, "--timeout", "60"]
+    if nproc > 1:
+        print(f"run      {nproc} ranks, {schedule}")
     run([os.path.join(bindir, "pippy-run"), mlir, "--infer", "--data",
-         p(".first.safetensors"), "--output", p(".out.safetensors")])
+         p(".first.safetensors"), "--output", p(".out.safetensors")] + dist)
     ok = compare_tensors("output", st.load(p(".out.safetensors"))[0],
                          st.load(p(".ref.safetensors"))[0])
 
     # Training: step-1 gradients, losses, final weights.
-    run([os.path.join(bindir, "pippy-run"), mlir, "--nproc", "1",
+    run([os.path.join(bindir, "pippy-run"), mlir] + dist + [
          "--microbatches", str(ref["microbatches"]), "--steps",
          str(ref["steps"]), "--data", p(".data.safetensors"), "--loss",
          ref["loss"], "--optimizer", "sgd", "--lr", str(ref["lr"]),
          "--metrics", p(".metrics.json"), "--save-grads",
          p(".pippy-grads.safetensors"), "--save-weights",
          p(".pippy-final.safetensors")])
-    ok &= compare_tensors("grads", st.load(p(".pippy-grads.safetensors"))[0],
+    ok &= compare_tensors("grads", load_grads(p(".pippy-grads.safetensors"),
+                                              nproc),
                           st.load(p(".grads.safetensors"))[0])
     losses = [s["loss"] for s in json.load(open(p(".metrics.json")))["steps"]]
     worst = max(abs(a - b) / abs(b) for a, b in zip(losses, ref["losses"]))

@@ -8,10 +8,12 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "pippy/Runtime/Launcher.h"
 #include "pippy/Runtime/Run.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/WithColor.h"
 
 using namespace llvm;
@@ -51,11 +53,51 @@ static cl::opt<bool> infer("infer", cl::desc("forward only"));
 static cl::opt<std::string> output("output", cl::desc("--infer: outputs file"));
 static cl::opt<int> threads("threads-per-rank",
                             cl::desc("intra-op threads per rank"), cl::init(1));
+static cl::opt<int> nnodes("nnodes", cl::desc("nodes (world size = nnodes x "
+                                              "nproc)"),
+                           cl::init(1));
+static cl::opt<int> nodeRank("node-rank", cl::desc("this node's index"),
+                             cl::init(0));
+static cl::opt<std::string>
+    masterAddr("master-addr",
+               cl::desc("rank 0's host for multi-node runs (MASTER_ADDR)"));
+static cl::opt<int> masterPort("master-port",
+                               cl::desc("rank 0's port (MASTER_PORT)"),
+                               cl::init(0));
+static cl::opt<double>
+    timeout("timeout",
+            cl::desc("seconds to wait for a peer before giving up"),
+            cl::init(60));
+static cl::opt<std::string> trace("trace",
+                                  cl::desc("write a Chrome/Perfetto trace"));
+static cl::opt<std::string>
+    checkpointDir("checkpoint-dir", cl::desc("directory for checkpoints"));
+static cl::opt<int> checkpointEvery("checkpoint-every",
+                                    cl::desc("checkpoint every K steps"),
+                                    cl::init(0));
+static cl::opt<bool> resume("resume",
+                            cl::desc("continue from the last checkpoint"));
+static cl::opt<std::string> scheduleFile(
+    "schedule-file",
+    cl::desc("read the schedule's action lists from a file (text form: one "
+             "line per rank, `rank0: 0F0 0SEND_F0 ...`)"));
 
 int main(int argc, char **argv) {
+  std::vector<std::string> args(argv, argv + argc);
   InitLLVM init(argc, argv);
   cl::ParseCommandLineOptions(argc, argv,
                               "pippy-run: train or run a pippy program\n");
+
+  pippy::LaunchOptions launch;
+  launch.nproc = nproc;
+  launch.nnodes = nnodes;
+  launch.nodeRank = nodeRank;
+  launch.masterAddr = masterAddr;
+  launch.masterPort = masterPort;
+  launch.timeoutSeconds = timeout;
+  launch.threadsPerRank = threads;
+  if (pippy::shouldLaunch(launch))
+    return pippy::launch(launch, args);
   pippy::RunOptions options;
   options.programPath = program;
   options.nproc = nproc;
@@ -88,6 +130,21 @@ int main(int argc, char **argv) {
   options.infer = infer;
   options.outputPath = output;
   options.threads = threads;
+  options.timeoutSeconds = timeout;
+  options.tracePath = trace;
+  options.checkpointDir = checkpointDir;
+  options.checkpointEvery = checkpointEvery;
+  options.resume = resume;
+  if (!scheduleFile.empty()) {
+    auto buffer = MemoryBuffer::getFile(scheduleFile);
+    if (!buffer) {
+      WithColor::error(errs(), "pippy-run")
+          << "cannot read " << scheduleFile << ": "
+          << buffer.getError().message() << "\n";
+      return 1;
+    }
+    options.scheduleText = (*buffer)->getBuffer().str();
+  }
 
   if (Error error = pippy::run(options)) {
     WithColor::error(errs(), "pippy-run") << toString(std::move(error)) << "\n";

@@ -35,9 +35,18 @@ struct RunOptions {
   bool infer = false;
   std::string outputPath;
   int threads = 1;
+  double timeoutSeconds = 60;   ///< communicator timeout
+  std::string tracePath;        ///< Chrome/Perfetto trace (pipelines)
+  std::string checkpointDir;    ///< checkpoints (pipelines)
+  int checkpointEvery = 0;
+  bool resume = false;
+  std::string scheduleText;     ///< a schedule in text form (overrides kind)
 };
 
 /// Runs training or inference as `options` say; prints progress lines.
+/// When the environment names a rank of a world larger than one (set by
+/// `pippy-run --nproc`, torchrun, Slurm or mpirun), this process runs that
+/// rank's stage of the pipeline.
 llvm::Error run(const RunOptions &options);
 
 } // namespace pippy

@@ -1,0 +1,97 @@
+//===- Comm.h - the communicator interface ----------------------*- C++ -*-===//
+//
+// One small asynchronous interface for everything ranks exchange: send,
+// recv, all-reduce (sum), broadcast and barrier. Each call returns a handle
+// to wait on; a wait that fails or times out throws `CommError` naming the
+// peer and what was being exchanged. The CPU engine is Gloo through
+// libtorch's c10d (`ProcessGroupGloo`); the GPU engine is NCCL
+// (runtime/nccl, built where CUDA is found).
+//
+// Runtime code: it uses libtorch and may throw.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PIPPY_RUNTIME_COMM_H
+#define PIPPY_RUNTIME_COMM_H
+
+#include "pippy/Runtime/Program.h"
+
+#include <ATen/core/Tensor.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace pippy {
+
+/// A peer failed, hung or disconnected.
+struct CommError : RuntimeError {
+  using RuntimeError::RuntimeError;
+};
+
+/// An operation in flight.
+class CommHandle {
+public:
+  virtual ~CommHandle() = default;
+  /// Blocks until the operation is done, at most the communicator timeout.
+  virtual void wait() = 0;
+};
+using CommHandlePtr = std::shared_ptr<CommHandle>;
+
+class Communicator {
+public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  /// `what` names the exchange in errors ("0SEND_F2 activation 1").
+  /// Tensors must be contiguous and stay alive until the handle is waited.
+  virtual CommHandlePtr send(const at::Tensor &tensor, int dst, int tag,
+                             const std::string &what) = 0;
+  virtual CommHandlePtr recv(const at::Tensor &tensor, int src, int tag,
+                             const std::string &what) = 0;
+  virtual CommHandlePtr allReduceSum(const at::Tensor &tensor,
+                                     const std::string &what) = 0;
+  virtual CommHandlePtr broadcast(const at::Tensor &tensor, int root,
+                                  const std::string &what) = 0;
+  virtual void barrier(const std::string &what) = 0;
+
+  /// A communicator over `ranks` (global ranks, ascending), created by every
+  /// member with the same `name`; this rank must be a member.
+  virtual std::unique_ptr<Communicator>
+  subgroup(const std::string &name, const std::vector<int> &ranks) = 0;
+
+  /// The global rank of a rank of this communicator.
+  virtual int globalRank(int rank) const = 0;
+};
+
+/// Where and how ranks meet: torchrun's variables, or what `pippy-run
+/// --nproc` passes to the ranks it spawns.
+struct Rendezvous {
+  int rank = 0;
+  int worldSize = 1;
+  int localRank = 0;
+  /// A FileStore path in a private directory (single-node runs); when empty,
+  /// a TCPStore at masterAddr:masterPort hosted by rank 0.
+  std::string storePath;
+  std::string masterAddr = "127.0.0.1";
+  int masterPort = 29500;
+  bool singleNode = true;
+  std::chrono::milliseconds timeout{60000};
+  /// Where the launcher records ranks that died (may be empty).
+  std::string failedRanksPath;
+
+  /// Reads RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT (or
+  /// Slurm's SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID, Open MPI's
+  /// OMPI_COMM_WORLD_*) and pippy's PIPPY_STORE; none when no rank is set.
+  static std::optional<Rendezvous> fromEnvironment();
+};
+
+/// The Gloo engine (c10d ProcessGroupGloo). Blocks until every rank joined
+/// or the timeout passed.
+std::unique_ptr<Communicator> createGlooCommunicator(const Rendezvous &rdzv);
+
+} // namespace pippy
+
+#endif // PIPPY_RUNTIME_COMM_H

@@ -1,0 +1,262 @@
+//===- Comm.cpp - the Gloo engine and rendezvous ---------------------------===//
+//
+// Gloo through libtorch's c10d. Single-node runs meet through a FileStore in
+// the private directory `pippy-run --nproc` creates (libtorch 1.13's
+// TCPStore listens on every interface, unauthenticated); multi-host runs
+// meet through a TCPStore hosted by rank 0.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pippy/Runtime/Comm.h"
+
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+using ::pippy::CommError;
+using ::pippy::CommHandle;
+using ::pippy::CommHandlePtr;
+using ::pippy::Communicator;
+using ::pippy::Rendezvous;
+
+namespace {
+
+std::optional<int> envInt(const char *name) {
+  const char *value = std::getenv(name);
+  if (!value || !*value)
+    return std::nullopt;
+  char *end = nullptr;
+  long v = std::strtol(value, &end, 10);
+  if (*end)
+    throw ::pippy::RuntimeError(std::string("environment variable ") + name +
+                                "='" + value + "' is not an integer");
+  return static_cast<int>(v);
+}
+
+/// What the launcher wrote about ranks that died, waiting briefly for it:
+/// a peer's socket usually closes a moment before the launcher reaps it.
+std::string failedRanks(const std::string &path) {
+  if (path.empty())
+    return "";
+  for (int i = 0; i < 20; ++i) {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string s = text.str();
+    while (!s.empty() && s.back() == '\n')
+      s.pop_back();
+    if (!s.empty())
+      return s;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return "";
+}
+
+class GlooHandle : public CommHandle {
+public:
+  GlooHandle(c10::intrusive_ptr<c10d::Work> work, at::Tensor tensor,
+             std::string what, int peer, const Rendezvous &rdzv)
+      : work(std::move(work)), tensor(std::move(tensor)),
+        what(std::move(what)), peer(peer), rdzv(rdzv) {}
+
+  void wait() override {
+    if (!work)
+      return;
+    try {
+      work->wait(rdzv.timeout);
+    } catch (const std::exception &e) {
+      std::string detail = e.what();
+      if (auto nl = detail.find('\n'); nl != std::string::npos)
+        detail.resize(nl);
+      std::string msg = what + ": ";
+      bool timedOut = detail.find("imed out") != std::string::npos;
+      msg += peer >= 0 ? (timedOut ? "no answer from rank " +
+                                         std::to_string(peer) + " within " +
+                                         std::to_string(rdzv.timeout.count() /
+                                                        1000.0) +
+                                         " s (--timeout)"
+                                   : "lost rank " + std::to_string(peer))
+                       : (timedOut ? "a peer did not answer within the timeout"
+                                   : "a peer failed");
+      msg += " (" + detail + ")";
+      if (std::string failed = failedRanks(rdzv.failedRanksPath);
+          !failed.empty())
+        msg += "; " + failed;
+      work.reset();
+      throw CommError(msg);
+    }
+    work.reset();
+  }
+
+private:
+  c10::intrusive_ptr<c10d::Work> work;
+  at::Tensor tensor; // kept alive while the operation is in flight
+  std::string what;
+  int peer;
+  const Rendezvous &rdzv;
+};
+
+class GlooCommunicator : public Communicator {
+public:
+  GlooCommunicator(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+                   std::vector<int> globalRanks, const Rendezvous &rdzv)
+      : store(std::move(store)), globalRanks(std::move(globalRanks)),
+        rdzv(rdzv) {
+    auto options = c10d::ProcessGroupGloo::Options::create(rdzv.timeout);
+    if (const char *ifname = std::getenv("GLOO_SOCKET_IFNAME"))
+      options->devices.push_back(
+          c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+    else if (rdzv.singleNode)
+      options->devices.push_back(
+          c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+    else
+      options->devices.push_back(
+          c10d::ProcessGroupGloo::createDefaultDevice());
+    options->threads = 2;
+    try {
+      group = c10::make_intrusive<c10d::ProcessGroupGloo>(this->store, rank,
+                                                          size, options);
+    } catch (const std::exception &e) {
+      std::string msg = "rank " + std::to_string(rdzv.rank) +
+                        ": cannot connect to the other ranks within " +
+                        std::to_string(rdzv.timeout.count() / 1000.0) +
+                        " s: " + e.what();
+      if (std::string failed = failedRanks(rdzv.failedRanksPath);
+          !failed.empty())
+        msg += "; " + failed;
+      throw CommError(msg);
+    }
+  }
+
+  int rank() const override { return group->getRank(); }
+  int size() const override { return group->getSize(); }
+  int globalRank(int r) const override { return globalRanks.at(r); }
+
+  CommHandlePtr send(const at::Tensor &tensor, int dst, int tag,
+                     const std::string &what) override {
+    std::vector<at::Tensor> tensors{tensor};
+    return wrap(group->send(tensors, dst, tag), tensor, what, dst);
+  }
+  CommHandlePtr recv(const at::Tensor &tensor, int src, int tag,
+                     const std::string &what) override {
+    std::vector<at::Tensor> tensors{tensor};
+    return wrap(group->recv(tensors, src, tag), tensor, what, src);
+  }
+  CommHandlePtr allReduceSum(const at::Tensor &tensor,
+                             const std::string &what) override {
+    std::vector<at::Tensor> tensors{tensor};
+    return wrap(group->allreduce(tensors), tensor, what, -1);
+  }
+  CommHandlePtr broadcast(const at::Tensor &tensor, int root,
+                          const std::string &what) override {
+    std::vector<at::Tensor> tensors{tensor};
+    c10d::BroadcastOptions options;
+    options.rootRank = root;
+    return wrap(group->broadcast(tensors, options), tensor, what, -1);
+  }
+  void barrier(const std::string &what) override {
+    wrap(group->barrier(), at::Tensor(), what, -1)->wait();
+  }
+
+  std::unique_ptr<Communicator>
+  subgroup(const std::string &name, const std::vector<int> &ranks) override {
+    auto it = std::find(ranks.begin(), ranks.end(), globalRank(rank()));
+    if (it == ranks.end())
+      throw ::pippy::RuntimeError("rank " + std::to_string(rdzv.rank) +
+                                  " is not in group " + name);
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>(name, store);
+    return std::make_unique<GlooCommunicator>(
+        prefixed, static_cast<int>(it - ranks.begin()),
+        static_cast<int>(ranks.size()), ranks, rdzv);
+  }
+
+private:
+  CommHandlePtr wrap(c10::intrusive_ptr<c10d::Work> work,
+                     const at::Tensor &tensor, const std::string &what,
+                     int peer) {
+    return std::make_shared<GlooHandle>(
+        std::move(work), tensor, what, peer >= 0 ? globalRank(peer) : -1,
+        rdzv);
+  }
+
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+  std::vector<int> globalRanks;
+  Rendezvous rdzv;
+};
+
+} // namespace
+
+namespace pippy {
+
+std::optional<Rendezvous> Rendezvous::fromEnvironment() {
+  Rendezvous rdzv;
+  std::optional<int> rank = envInt("RANK"), world = envInt("WORLD_SIZE"),
+                     local = envInt("LOCAL_RANK");
+  if (!rank) {
+    if ((rank = envInt("SLURM_PROCID"))) {
+      world = envInt("SLURM_NTASKS");
+      local = envInt("SLURM_LOCALID");
+    } else if ((rank = envInt("OMPI_COMM_WORLD_RANK"))) {
+      world = envInt("OMPI_COMM_WORLD_SIZE");
+      local = envInt("OMPI_COMM_WORLD_LOCAL_RANK");
+    }
+  }
+  if (!rank)
+    return std::nullopt;
+  if (!world)
+    throw RuntimeError("the rank is set but the world size is not "
+                       "(WORLD_SIZE)");
+  if (*rank < 0 || *rank >= *world)
+    throw RuntimeError("rank " + std::to_string(*rank) +
+                       " is outside a world of " + std::to_string(*world));
+  rdzv.rank = *rank;
+  rdzv.worldSize = *world;
+  rdzv.localRank = local.value_or(0);
+  if (const char *store = std::getenv("PIPPY_STORE"))
+    rdzv.storePath = store;
+  if (const char *failed = std::getenv("PIPPY_FAILED_RANKS"))
+    rdzv.failedRanksPath = failed;
+  if (const char *addr = std::getenv("MASTER_ADDR"); addr && *addr)
+    rdzv.masterAddr = addr;
+  if (std::optional<int> port = envInt("MASTER_PORT"))
+    rdzv.masterPort = *port;
+  rdzv.singleNode = !rdzv.storePath.empty() ||
+                    rdzv.masterAddr == "127.0.0.1" ||
+                    rdzv.masterAddr == "localhost";
+  return rdzv;
+}
+
+std::unique_ptr<Communicator> createGlooCommunicator(const Rendezvous &rdzv) {
+  c10::intrusive_ptr<c10d::Store> store;
+  try {
+    if (!rdzv.storePath.empty()) {
+      store = c10::make_intrusive<c10d::FileStore>(rdzv.storePath,
+                                                   rdzv.worldSize);
+    } else {
+      c10d::TCPStoreOptions options;
+      options.port = static_cast<uint16_t>(rdzv.masterPort);
+      options.isServer = rdzv.rank == 0;
+      options.numWorkers = rdzv.worldSize;
+      options.timeout = rdzv.timeout;
+      store = c10::make_intrusive<c10d::TCPStore>(rdzv.masterAddr, options);
+    }
+    store->setTimeout(rdzv.timeout);
+  } catch (const std::exception &e) {
+    throw CommError("rank " + std::to_string(rdzv.rank) +
+                    ": rendezvous failed: " + e.what());
+  }
+  std::vector<int> all(rdzv.worldSize);
+  for (int r = 0; r < rdzv.worldSize; ++r)
+    all[r] = r;
+  return std::make_unique<GlooCommunicator>(store, rdzv.rank, rdzv.worldSize,
+                                            all, rdzv);
+}
+
+} // namespace pippy

@@ -1,0 +1,346 @@
+//===- Common.cpp - what the trainers share --------------------------------===//
+
+#include "Common.h"
+
+#include "pippy/Dialect/Pippy/PippyDialect.h"
+#include "pippy/Dialect/Torch/TorchDialect.h"
+#include "pippy/Support/Safetensors.h"
+#include "pippy/Support/TensorDTypes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SparseTensor/IR/SparseTensor.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstring>
+
+using namespace mlir;
+namespace st = ::pippy::safetensors;
+
+namespace pippy::rt {
+
+std::string shapeString(at::IntArrayRef sizes) {
+  std::string text = "[";
+  for (size_t i = 0; i < sizes.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(sizes[i]);
+  return text + "]";
+}
+
+TensorFile readTensors(const std::string &path) {
+  llvm::Expected<st::File> file = st::File::open(path);
+  if (!file)
+    throw RuntimeError(llvm::toString(file.takeError()));
+  TensorFile result;
+  result.metadata = file->metadata();
+  for (const st::TensorInfo &info : file->tensors()) {
+    std::optional<at::ScalarType> dtype = ::pippy::toScalarType(info.dtype);
+    if (!dtype)
+      throw RuntimeError(path + ": tensor '" + info.name + "' has dtype " +
+                         st::dtypeName(info.dtype).str() +
+                         ", which pippy-run does not support");
+    at::Tensor tensor =
+        at::empty(info.shape, at::TensorOptions().dtype(*dtype));
+    llvm::ArrayRef<uint8_t> bytes = file->data(info);
+    if (!bytes.empty())
+      std::memcpy(tensor.data_ptr(), bytes.data(), bytes.size());
+    result.tensors[info.name] = tensor;
+    result.order.push_back(info.name);
+  }
+  return result;
+}
+
+void writeTensors(
+    const std::string &path,
+    const std::vector<std::pair<std::string, at::Tensor>> &tensors,
+    const std::map<std::string, std::string> &metadata) {
+  st::Writer writer;
+  for (const auto &[name, value] : tensors) {
+    at::Tensor t = value.detach().contiguous();
+    std::optional<st::DType> dtype = ::pippy::toStorageDType(t.scalar_type());
+    if (!dtype)
+      throw RuntimeError(std::string("cannot store dtype ") +
+                         c10::toString(t.scalar_type()));
+    std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
+    llvm::ArrayRef<uint8_t> bytes(static_cast<const uint8_t *>(t.data_ptr()),
+                                  t.numel() * t.element_size());
+    if (llvm::Error error = writer.add(name, *dtype, sizes, bytes))
+      throw RuntimeError(llvm::toString(std::move(error)));
+  }
+  for (const auto &[key, value] : metadata)
+    writer.setMetadata(key, value);
+  if (llvm::Error error = writer.write(path))
+    throw RuntimeError(llvm::toString(std::move(error)));
+}
+
+std::set<std::string> metadataList(const std::map<std::string, std::string> &m,
+                                   const std::string &key) {
+  std::set<std::string> names;
+  auto it = m.find(key);
+  if (it == m.end())
+    return names;
+  llvm::Expected<llvm::json::Value> json = llvm::json::parse(it->second);
+  if (!json) {
+    llvm::consumeError(json.takeError());
+    return names;
+  }
+  if (const llvm::json::Array *array = json->getAsArray())
+    for (const llvm::json::Value &v : *array)
+      if (auto s = v.getAsString())
+        names.insert(s->str());
+  return names;
+}
+
+void writeJson(const std::string &path, llvm::json::Value value) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::formatv("{0:2}", value) << "\n";
+  os.flush();
+  std::string tmp = path + ".tmp";
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream out(tmp, ec);
+    if (ec)
+      throw RuntimeError("cannot write " + path + ": " + ec.message());
+    out << text;
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(tmp, path))
+    throw RuntimeError("cannot write " + path + ": " + ec.message());
+}
+
+OwningOpRef<ModuleOp> parseProgram(MLIRContext &context,
+                                   const std::string &path) {
+  context.loadDialect<func::FuncDialect, mlir::torch::TorchDialect,
+                      mlir::pippy::PippyDialect,
+                      sparse_tensor::SparseTensorDialect>();
+  llvm::SourceMgr sourceMgr;
+  std::string diagnostics;
+  llvm::raw_string_ostream os(diagnostics);
+  SourceMgrDiagnosticHandler handler(sourceMgr, &context, os);
+  OwningOpRef<ModuleOp> module =
+      parseSourceFile<ModuleOp>(path, sourceMgr, ParserConfig(&context));
+  if (!module)
+    throw RuntimeError(diagnostics.empty() ? "cannot read " + path
+                                           : diagnostics);
+  return module;
+}
+
+std::string resolveWeightsPath(const RunOptions &options, ModuleOp module) {
+  std::string path = options.weightsPath;
+  if (!path.empty())
+    return path;
+  auto attr = module->getAttrOfType<StringAttr>("pippy.weights");
+  if (!attr)
+    throw RuntimeError(options.programPath +
+                       ": the module names no weights file "
+                       "(pippy.weights); pass --weights");
+  path = attr.getValue().str();
+  if (!llvm::sys::fs::exists(path) && !llvm::sys::path::is_absolute(path)) {
+    llvm::SmallString<256> beside(
+        llvm::sys::path::parent_path(options.programPath));
+    llvm::sys::path::append(beside, path);
+    if (llvm::sys::fs::exists(beside))
+      path = std::string(beside);
+  }
+  return path;
+}
+
+TensorSpec specOfArgument(BlockArgument arg) {
+  std::optional<TensorSpec> spec = getTensorSpec(arg.getType());
+  if (!spec)
+    throw RuntimeError("forward argument " +
+                       std::to_string(arg.getArgNumber()) +
+                       " must be a tensor with static sizes and a dtype");
+  return *spec;
+}
+
+Dataset::Dataset(const RunOptions &options,
+                 const std::vector<TensorSpec> &specs, bool needTarget)
+    : options(options) {
+  TensorFile file = readTensors(options.dataPath);
+  size_t numInputs = specs.size() - (options.loss == "none" ? 1 : 0);
+  if (!options.infer && options.loss == "none" && specs.empty())
+    throw RuntimeError("--loss none: forward must take the target as its "
+                       "last argument");
+  for (size_t i = 0; i < numInputs; ++i) {
+    std::string name = numInputs == 1 && file.tensors.count("input")
+                           ? "input"
+                           : "input." + std::to_string(i);
+    auto it = file.tensors.find(name);
+    if (it == file.tensors.end())
+      throw RuntimeError(options.dataPath + ": no tensor '" + name +
+                         "' for forward argument " + std::to_string(i));
+    check(name, it->second, specs[i]);
+    inputs.push_back(it->second);
+  }
+  if (inputs.empty())
+    throw RuntimeError(options.programPath + ": forward takes no input");
+  if (needTarget) {
+    auto it = file.tensors.find("target");
+    if (it == file.tensors.end())
+      throw RuntimeError(options.dataPath + ": no tensor 'target'");
+    targetRows = it->second;
+    if (targetRows.size(0) != inputs[0].size(0))
+      throw RuntimeError(options.dataPath + ": 'target' has " +
+                         std::to_string(targetRows.size(0)) + " rows but '" +
+                         (numInputs == 1 ? "input" : "input.0") + "' has " +
+                         std::to_string(inputs[0].size(0)));
+    if (options.loss == "none")
+      check("target", targetRows, specs.back());
+  }
+  numRows = inputs[0].size(0);
+  for (const at::Tensor &t : inputs)
+    if (t.size(0) != numRows)
+      throw RuntimeError(options.dataPath +
+                         ": inputs have different row counts");
+}
+
+void Dataset::check(const std::string &name, const at::Tensor &tensor,
+                    const TensorSpec &spec) const {
+  bool sameTail = tensor.dim() == (int64_t)spec.sizes.size();
+  for (size_t d = 1; sameTail && d < spec.sizes.size(); ++d)
+    sameTail = tensor.size(d) == spec.sizes[d];
+  if (!sameTail || tensor.scalar_type() != spec.dtype)
+    throw RuntimeError(
+        options.dataPath + ": '" + name + "' is " +
+        c10::toString(tensor.scalar_type()) + shapeString(tensor.sizes()) +
+        " but the program takes micro-batches of " +
+        c10::toString(spec.dtype) + shapeString(spec.sizes) +
+        " (rows may differ, the other sizes and the dtype may not)");
+}
+
+at::Tensor Dataset::slice(const at::Tensor &t, int64_t begin,
+                          int64_t count) const {
+  begin %= numRows;
+  if (begin + count <= numRows)
+    return t.narrow(0, begin, count).contiguous();
+  at::Tensor index = at::remainder(
+      at::arange(begin, begin + count, at::TensorOptions().dtype(at::kLong)),
+      numRows);
+  return t.index_select(0, index);
+}
+
+std::vector<c10::IValue> Dataset::arguments(int64_t begin, int64_t count,
+                                            bool withTarget) const {
+  std::vector<c10::IValue> args;
+  for (const at::Tensor &t : inputs)
+    args.emplace_back(slice(t, begin, count));
+  if (withTarget)
+    args.emplace_back(slice(targetRows, begin, count));
+  return args;
+}
+
+at::Tensor computeLoss(const RunOptions &options, const c10::IValue &output,
+                       const at::Tensor &target) {
+  if (options.loss == "none") {
+    if (!output.isTensor() || output.toTensor().numel() != 1)
+      throw RuntimeError("--loss none: forward must return the scalar loss");
+    return output.toTensor().reshape({});
+  }
+  if (!output.isTensor())
+    throw RuntimeError("--loss " + options.loss +
+                       ": forward must return one tensor");
+  at::Tensor out = output.toTensor();
+  if (options.loss == "cross_entropy")
+    return at::cross_entropy_loss(out.flatten(0, -2), target.flatten());
+  if (options.loss == "mse")
+    return at::mse_loss(out, target);
+  throw RuntimeError("unknown --loss '" + options.loss +
+                     "'; expected cross_entropy, mse or none");
+}
+
+void checkTrainingOptions(const RunOptions &options) {
+  if (options.loss != "cross_entropy" && options.loss != "mse" &&
+      options.loss != "none")
+    throw RuntimeError("unknown --loss '" + options.loss +
+                       "'; expected cross_entropy, mse or none");
+  if (options.optimizer != "sgd" && options.optimizer != "adamw")
+    throw RuntimeError("unknown --optimizer '" + options.optimizer +
+                       "'; expected sgd or adamw");
+  if (options.microbatches < 1 || options.steps < 1)
+    throw RuntimeError("--microbatches and --steps must be at least 1");
+}
+
+std::unique_ptr<::torch::optim::Optimizer>
+makeOptimizer(const RunOptions &options, std::vector<at::Tensor> trainable) {
+  if (options.optimizer == "sgd") {
+    ::torch::optim::SGDOptions o(options.lr);
+    o.momentum(options.momentum.value_or(0.0));
+    o.weight_decay(options.weightDecay.value_or(0.0));
+    return std::make_unique<::torch::optim::SGD>(trainable, o);
+  }
+  if (options.optimizer == "adamw") {
+    ::torch::optim::AdamWOptions o(options.lr);
+    o.betas({options.beta1.value_or(0.9), options.beta2.value_or(0.999)});
+    o.eps(options.eps.value_or(1e-8));
+    o.weight_decay(options.weightDecay.value_or(0.01));
+    return std::make_unique<::torch::optim::AdamW>(trainable, o);
+  }
+  throw RuntimeError("unknown --optimizer '" + options.optimizer +
+                     "'; expected sgd or adamw");
+}
+
+namespace {
+std::string stateKey(const at::Tensor &p) {
+  return c10::guts::to_string(p.unsafeGetTensorImpl());
+}
+} // namespace
+
+void saveOptimizerState(
+    ::torch::optim::Optimizer &optimizer,
+    const std::vector<std::pair<std::string, at::Tensor>> &params,
+    std::vector<std::pair<std::string, at::Tensor>> &out,
+    std::map<std::string, std::string> &metadata) {
+  auto &state = optimizer.state();
+  for (const auto &[name, p] : params) {
+    auto it = state.find(stateKey(p));
+    if (it == state.end())
+      continue;
+    if (auto *sgd =
+            dynamic_cast<::torch::optim::SGDParamState *>(it->second.get())) {
+      if (sgd->momentum_buffer().defined())
+        out.emplace_back("momentum_buffer:" + name, sgd->momentum_buffer());
+    } else if (auto *adam = dynamic_cast<::torch::optim::AdamWParamState *>(
+                   it->second.get())) {
+      out.emplace_back("exp_avg:" + name, adam->exp_avg());
+      out.emplace_back("exp_avg_sq:" + name, adam->exp_avg_sq());
+      metadata["adamw_step:" + name] = std::to_string(adam->step());
+    }
+  }
+}
+
+void loadOptimizerState(
+    ::torch::optim::Optimizer &optimizer, const std::string &kind,
+    const std::vector<std::pair<std::string, at::Tensor>> &params,
+    const TensorFile &file) {
+  auto &state = optimizer.state();
+  auto get = [&](const std::string &key) -> at::Tensor {
+    auto it = file.tensors.find(key);
+    return it == file.tensors.end() ? at::Tensor() : it->second;
+  };
+  for (const auto &[name, p] : params) {
+    if (kind == "sgd") {
+      at::Tensor buffer = get("momentum_buffer:" + name);
+      if (!buffer.defined())
+        continue;
+      auto s = std::make_unique<::torch::optim::SGDParamState>();
+      s->momentum_buffer(buffer);
+      state[stateKey(p)] = std::move(s);
+    } else {
+      at::Tensor avg = get("exp_avg:" + name), sq = get("exp_avg_sq:" + name);
+      auto step = file.metadata.find("adamw_step:" + name);
+      if (!avg.defined() || !sq.defined() || step == file.metadata.end())
+        continue;
+      auto s = std::make_unique<::torch::optim::AdamWParamState>();
+      s->exp_avg(avg);
+      s->exp_avg_sq(sq);
+      s->step(std::stoll(step->second));
+      state[stateKey(p)] = std::move(s);
+    }
+  }
+}
+
+} // namespace pippy::rt

@@ -1,0 +1,1107 @@
+//===- Executor.cpp - one rank of a pipeline -------------------------------===//
+//
+// Rank r loads the pipeline IR, compiles stage r once, builds (or reads) the
+// schedule, checks it, and executes its action list:
+//
+//   F       runs the stage on micro-batch m with autograd recording; the
+//           stage holding the pipeline's outputs also computes the loss
+//   SEND_F  sends the stage's results to every stage that consumes them
+//   RECV_F  waits for the activations posted for receipt at step start
+//   B       backward from the loss or the received output gradients, then
+//           frees the micro-batch's activations
+//   SEND_B  sends the input gradients back to their producers
+//   ALLREDUCE_TIED  sums replicated tied-weight gradients over the group
+//   STEP    clips by the global norm (all ranks) and steps the optimizer
+//
+// Receives are posted when the step starts and sends are asynchronous, so
+// compute overlaps communication; sends are waited for before the
+// optimizer step. Errors end the process after one message (a rank whose
+// peer died must not linger in communicator teardown).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.h"
+
+#include "pippy/Dialect/Pippy/PippyDialect.h"
+#include "pippy/Schedule/Schedule.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <unistd.h>
+
+using namespace mlir;
+using namespace ::pippy::rt;
+using ::pippy::CommError;
+using ::pippy::CommHandlePtr;
+using ::pippy::Communicator;
+using ::pippy::Program;
+using ::pippy::Rendezvous;
+using ::pippy::RunOptions;
+using ::pippy::RuntimeError;
+using ::pippy::TensorSpec;
+namespace sched = ::pippy::schedule;
+namespace pd = ::mlir::pippy;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kMaxEntries = 1024; // tensors per stage pair, for tags
+
+/// Where a stage input comes from: a stage's result, or forward's argument.
+struct Source {
+  int stage = -1;
+  unsigned index = 0;
+};
+
+/// The tensors one stage sends another per micro-batch: (producer result,
+/// consumer input) pairs in the consumer's input order. Both ends derive the
+/// same list from the IR, so messages need no headers.
+struct Edge {
+  int peer = 0;
+  std::vector<std::pair<unsigned, unsigned>> entries;
+  std::vector<TensorSpec> specs;
+};
+
+struct TraceEvent {
+  std::string name;
+  double start, duration; // microseconds since the common start
+};
+
+/// The state of one micro-batch between its forward and its backward.
+struct MicroBatch {
+  std::vector<at::Tensor> received;       // per stage input (or undefined)
+  std::vector<CommHandlePtr> recvF, recvB;
+  std::vector<std::vector<at::Tensor>> gradBuffers; // per consumer edge
+  std::vector<c10::IValue> outputs;
+  at::Tensor loss;
+  std::vector<at::Tensor> inputGrads; // per stage input
+};
+
+bool isFloating(const TensorSpec &spec) {
+  return at::isFloatingType(spec.dtype);
+}
+
+class RankRunner {
+public:
+  RankRunner(const RunOptions &options, const Rendezvous &rdzv)
+      : options(options), rdzv(rdzv), rank(rdzv.rank),
+        prefixOwnLines(!std::getenv("PIPPY_LAUNCHED")) {}
+
+  void run() {
+    at::set_num_threads(options.threads);
+    loadPipeline();
+    buildSchedule();
+    loadWeights();
+    if (!options.infer)
+      checkTrainingOptions(options);
+    data = std::make_unique<Dataset>(options, argSpecs,
+                                     /*needTarget=*/!options.infer);
+    connect();
+    if (options.infer)
+      return infer();
+    train();
+  }
+
+private:
+  //===--------------------------------------------------------------------===//
+  // Loading
+  //===--------------------------------------------------------------------===//
+
+  std::string where() const { return "rank " + std::to_string(rank); }
+
+  void loadPipeline() {
+    module = parseProgram(context, options.programPath);
+    auto forward = module->lookupSymbol<func::FuncOp>("forward");
+    if (!forward || forward.isExternal())
+      throw RuntimeError(options.programPath + ": no func.func @forward");
+    for (BlockArgument arg : forward.getArguments())
+      argSpecs.push_back(specOfArgument(arg));
+    forward.walk([&](pd::PipelineOp op) { pipeline = op; });
+    if (!pipeline)
+      throw RuntimeError(
+          options.programPath + ": a graph IR runs as one stage on one rank; "
+          "split it into a pipeline first (pippy-opt --pippy-split) to run it "
+          "on " + std::to_string(rdzv.worldSize) + " ranks");
+    for (pd::StageOp stage : pipeline.getStages())
+      stages.push_back(stage);
+    numStages = static_cast<int>(stages.size());
+    if (numStages != rdzv.worldSize)
+      throw RuntimeError(options.programPath + " has " +
+                         std::to_string(numStages) +
+                         " stages but the world has " +
+                         std::to_string(rdzv.worldSize) +
+                         " ranks; pippy runs one stage per rank (use --nproc " +
+                         std::to_string(numStages) + ")");
+
+    auto sourceOf = [&](Value v) {
+      if (auto arg = dyn_cast<BlockArgument>(v))
+        if (arg.getOwner()->getParentOp() == forward.getOperation())
+          return Source{-1, arg.getArgNumber()};
+      auto result = dyn_cast<OpResult>(v);
+      auto stage = result ? dyn_cast<pd::StageOp>(result.getOwner())
+                          : pd::StageOp();
+      if (!stage)
+        throw RuntimeError(options.programPath +
+                           ": a pipeline value comes neither from forward's "
+                           "arguments nor from a stage");
+      return Source{static_cast<int>(stage.getIndexAttr().getInt()),
+                    result.getResultNumber()};
+    };
+
+    // Edges between every pair of stages, and the topology the schedule
+    // sees.
+    topo.numStages = numStages;
+    topo.producers.assign(numStages, {});
+    std::vector<std::vector<Source>> inputsOf(numStages);
+    for (int s = 0; s < numStages; ++s)
+      for (Value v : stages[s].getInputs())
+        inputsOf[s].push_back(sourceOf(v));
+    for (int c = 0; c < numStages; ++c) {
+      std::map<int, Edge> byProducer;
+      for (unsigned i = 0; i < inputsOf[c].size(); ++i) {
+        const Source &src = inputsOf[c][i];
+        if (src.stage < 0)
+          continue;
+        if (src.stage >= c)
+          throw RuntimeError(options.programPath + ": stage " +
+                             std::to_string(c) + " uses a result of stage " +
+                             std::to_string(src.stage) +
+                             ", which does not come before it");
+        Edge &edge = byProducer[src.stage];
+        edge.peer = src.stage;
+        edge.entries.push_back({src.index, i});
+        std::optional<TensorSpec> spec =
+            ::pippy::getTensorSpec(stages[c].getInputs()[i].getType());
+        if (!spec)
+          throw RuntimeError(options.programPath + ": stage " +
+                             std::to_string(c) + " input " +
+                             std::to_string(i) +
+                             " crosses ranks but is not a tensor with a "
+                             "static shape and dtype");
+        edge.specs.push_back(*spec);
+      }
+      for (auto &[p, edge] : byProducer) {
+        topo.producers[c].push_back(p);
+        if (edge.entries.size() >= kMaxEntries)
+          throw RuntimeError("stage " + std::to_string(p) + " sends " +
+                             std::to_string(edge.entries.size()) +
+                             " tensors to stage " + std::to_string(c) +
+                             "; at most " + std::to_string(kMaxEntries - 1) +
+                             " are supported");
+        if (c == rank)
+          recvEdges.push_back(edge);
+        if (p == rank) {
+          Edge out = edge;
+          out.peer = c;
+          sendEdges.push_back(out);
+        }
+      }
+    }
+    myInputs = inputsOf[rank];
+
+    // The stage holding the pipeline's results computes the loss.
+    auto yield = cast<pd::YieldOp>(pipeline.getBody().front().getTerminator());
+    for (Value v : yield.getOperands()) {
+      Source src = sourceOf(v);
+      if (src.stage < 0)
+        throw RuntimeError(options.programPath +
+                           ": the pipeline returns one of its inputs");
+      if (outputStage >= 0 && src.stage != outputStage)
+        throw RuntimeError(options.programPath +
+                           ": the pipeline's results come from stages " +
+                           std::to_string(outputStage) + " and " +
+                           std::to_string(src.stage) +
+                           "; they must all come from one stage");
+      outputStage = src.stage;
+      outputIndices.push_back(src.index);
+    }
+    if (outputStage < 0)
+      throw RuntimeError(options.programPath + ": the pipeline returns nothing");
+
+    if (ArrayAttr tied = pipeline.getTiedAttr())
+      for (Attribute a : tied) {
+        auto group = cast<pd::TiedGroupAttr>(a);
+        std::vector<int> members(group.getStages().begin(),
+                                 group.getStages().end());
+        topo.tiedGroups.push_back(members);
+        tiedGroups.push_back({group.getName().str(), members});
+      }
+
+    program = std::make_unique<Program>(Program::compile(
+        stages[rank].getBody().front(), "stage " + std::to_string(rank)));
+  }
+
+  /// Parameter names of a stage in first-use order, with their specs.
+  std::vector<std::pair<std::string, TensorSpec>> stageParams(int s) {
+    std::vector<std::pair<std::string, TensorSpec>> result;
+    std::set<std::string> seen;
+    stages[s].walk([&](pd::ParamOp op) {
+      std::string name = op.getName().str();
+      if (!seen.insert(name).second)
+        return;
+      std::optional<TensorSpec> spec = ::pippy::getTensorSpec(op.getType());
+      if (!spec)
+        throw RuntimeError("parameter '" + name +
+                           "' has no static shape and dtype");
+      result.push_back({name, *spec});
+    });
+    return result;
+  }
+
+  void buildSchedule() {
+    int M = options.infer ? 0 : options.microbatches;
+    if (options.infer)
+      return; // built once the row count is known
+    if (M < 1)
+      throw RuntimeError("--microbatches must be at least 1");
+    llvm::Expected<sched::Schedule> s =
+        options.scheduleText.empty()
+            ? sched::generate(options.schedule, topo, M, /*training=*/true)
+            : sched::parse(options.scheduleText, M, /*training=*/true);
+    if (!s)
+      throw RuntimeError(llvm::toString(s.takeError()));
+    if (llvm::Error err = sched::check(*s, topo))
+      throw RuntimeError("invalid schedule: " + llvm::toString(std::move(err)));
+    schedule = std::move(*s);
+  }
+
+  void loadWeights() {
+    std::string path = resolveWeightsPath(options, *module);
+    TensorFile file = readTensors(path);
+    weightsMetadata = file.metadata;
+    weightOrder = file.order;
+    std::set<std::string> buffers = metadataList(file.metadata, "buffers");
+    for (const auto &[name, spec] : stageParams(rank)) {
+      auto it = file.tensors.find(name);
+      if (it == file.tensors.end())
+        throw RuntimeError(path + ": no tensor for parameter '" + name + "'");
+      at::Tensor tensor = it->second;
+      if (tensor.sizes() != at::IntArrayRef(spec.sizes) ||
+          tensor.scalar_type() != spec.dtype)
+        throw RuntimeError(path + ": parameter '" + name + "' is " +
+                           c10::toString(tensor.scalar_type()) +
+                           shapeString(tensor.sizes()) +
+                           " but the program expects " +
+                           c10::toString(spec.dtype) + shapeString(spec.sizes));
+      bool trainable = at::isFloatingType(tensor.scalar_type()) &&
+                       !buffers.count(name) && !options.infer;
+      params[name] = trainable ? tensor.requires_grad_(true) : tensor;
+      if (trainable)
+        trainable_.push_back({name, params[name]});
+    }
+    if (rank == 0)
+      allWeights = std::move(file.tensors);
+  }
+
+  void connect() {
+    comm = ::pippy::createGlooCommunicator(rdzv);
+    // Tied groups: one communicator per group, created by its members in
+    // the pipeline's order. Replicas start from the first member's value.
+    for (const auto &[name, members] : tiedGroups) {
+      if (std::find(members.begin(), members.end(), rank) == members.end())
+        continue;
+      auto group = comm->subgroup("tied/" + name, members);
+      auto it = params.find(name);
+      if (it == params.end())
+        throw RuntimeError("stage " + std::to_string(rank) +
+                           " is in the tied group of '" + name +
+                           "' but does not use it");
+      {
+        ::torch::NoGradGuard noGrad;
+        at::Tensor value = it->second.detach();
+        group->broadcast(value, 0, "broadcasting tied weight '" + name + "'")
+            ->wait();
+      }
+      tiedComms.push_back({name, std::move(group)});
+    }
+    comm->barrier(where() + ": waiting for every rank to start");
+    epoch = Clock::now();
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Actions
+  //===--------------------------------------------------------------------===//
+
+  static int tag(int m, int direction, size_t entry) {
+    return (m * 2 + direction) * kMaxEntries + static_cast<int>(entry);
+  }
+
+  double micros(Clock::time_point t) const {
+    return std::chrono::duration<double, std::micro>(t - epoch).count();
+  }
+
+  void record(const sched::Action &action, Clock::time_point begin) {
+    Clock::time_point end = Clock::now();
+    double duration = std::chrono::duration<double>(end - begin).count();
+    if (action.op == sched::Op::Forward || action.op == sched::Op::Backward)
+      busySeconds += duration;
+    if (!options.tracePath.empty())
+      events.push_back({action.str(), micros(begin), duration * 1e6});
+  }
+
+  /// Posts every receive of the step so that data can land while the rank
+  /// computes.
+  void postReceives(std::vector<MicroBatch> &mbs, bool training) {
+    int M = static_cast<int>(mbs.size());
+    for (int m = 0; m < M; ++m) {
+      MicroBatch &mb = mbs[m];
+      mb.received.assign(myInputs.size(), at::Tensor());
+      for (const Edge &edge : recvEdges)
+        for (size_t e = 0; e < edge.entries.size(); ++e) {
+          const TensorSpec &spec = edge.specs[e];
+          at::Tensor buffer =
+              at::empty(spec.sizes, at::TensorOptions().dtype(spec.dtype));
+          mb.received[edge.entries[e].second] = buffer;
+          mb.recvF.push_back(comm->recv(
+              buffer, edge.peer, tag(m, 0, e),
+              where() + ": receiving " +
+                  sched::Action{sched::Op::RecvF, rank, m}.str() +
+                  " input " + std::to_string(edge.entries[e].second) +
+                  " from stage " + std::to_string(edge.peer)));
+        }
+      if (!training)
+        continue;
+      for (const Edge &edge : sendEdges) {
+        std::vector<at::Tensor> buffers;
+        for (size_t e = 0; e < edge.entries.size(); ++e) {
+          const TensorSpec &spec = edge.specs[e];
+          if (!isFloating(spec)) {
+            buffers.push_back(at::Tensor());
+            continue;
+          }
+          at::Tensor buffer =
+              at::empty(spec.sizes, at::TensorOptions().dtype(spec.dtype));
+          buffers.push_back(buffer);
+          mb.recvB.push_back(comm->recv(
+              buffer, edge.peer, tag(m, 1, e),
+              where() + ": receiving " +
+                  sched::Action{sched::Op::RecvB, rank, m}.str() +
+                  " gradient of result " +
+                  std::to_string(edge.entries[e].first) + " from stage " +
+                  std::to_string(edge.peer)));
+        }
+        mb.gradBuffers.push_back(std::move(buffers));
+      }
+    }
+  }
+
+  void forward(MicroBatch &mb, int m, int64_t begin, bool training) {
+    int64_t rows = argSpecs[0].sizes.at(0);
+    std::vector<c10::IValue> dataArgs;
+    bool needsData = std::any_of(myInputs.begin(), myInputs.end(),
+                                 [](const Source &s) { return s.stage < 0; });
+    if (needsData)
+      dataArgs =
+          data->arguments(begin, rows, training && options.loss == "none");
+    std::vector<c10::IValue> inputs;
+    for (size_t i = 0; i < myInputs.size(); ++i) {
+      if (myInputs[i].stage < 0) {
+        inputs.push_back(dataArgs.at(myInputs[i].index));
+        continue;
+      }
+      at::Tensor t = mb.received[i];
+      if (training && at::isFloatingType(t.scalar_type()))
+        t.requires_grad_(true);
+      inputs.emplace_back(t);
+    }
+    mb.outputs = program->run(inputs, params);
+    if (training && rank == outputStage) {
+      at::Tensor target = options.loss == "none"
+                              ? at::Tensor()
+                              : data->target(begin, rows);
+      mb.loss = computeLoss(options, mb.outputs.at(outputIndices.at(0)),
+                            target);
+      stepLoss += mb.loss.item<double>() / options.microbatches;
+    }
+  }
+
+  void sendForward(MicroBatch &mb, int m) {
+    for (const Edge &edge : sendEdges)
+      for (size_t e = 0; e < edge.entries.size(); ++e) {
+        const c10::IValue &value = mb.outputs.at(edge.entries[e].first);
+        at::Tensor t = value.toTensor().detach().contiguous();
+        checkSpec(t, edge.specs[e], m, edge.entries[e].first);
+        pendingSends.push_back(comm->send(
+            t, edge.peer, tag(m, 0, e),
+            where() + ": sending " +
+                sched::Action{sched::Op::SendF, rank, m}.str() + " result " +
+                std::to_string(edge.entries[e].first) + " to stage " +
+                std::to_string(edge.peer)));
+      }
+  }
+
+  void checkSpec(const at::Tensor &t, const TensorSpec &spec, int m,
+                 unsigned result) {
+    if (t.sizes() != at::IntArrayRef(spec.sizes) ||
+        t.scalar_type() != spec.dtype)
+      throw RuntimeError("stage " + std::to_string(rank) + ", micro-batch " +
+                         std::to_string(m) + ": result " +
+                         std::to_string(result) + " is " +
+                         c10::toString(t.scalar_type()) +
+                         shapeString(t.sizes()) + " but the pipeline sends " +
+                         c10::toString(spec.dtype) + shapeString(spec.sizes));
+  }
+
+  void backward(MicroBatch &mb) {
+    std::vector<at::Tensor> roots, grads;
+    if (mb.loss.defined()) {
+      roots.push_back(mb.loss / static_cast<double>(options.microbatches));
+      grads.push_back(at::Tensor());
+    }
+    // The gradient of each result is the sum over its consumers.
+    std::map<unsigned, at::Tensor> resultGrads;
+    for (size_t k = 0; k < sendEdges.size(); ++k) {
+      const Edge &edge = sendEdges[k];
+      for (size_t e = 0; e < edge.entries.size(); ++e) {
+        const at::Tensor &g = mb.gradBuffers[k][e];
+        if (!g.defined())
+          continue;
+        at::Tensor &sum = resultGrads[edge.entries[e].first];
+        sum = sum.defined() ? sum + g : g;
+      }
+    }
+    for (auto &[index, grad] : resultGrads) {
+      at::Tensor out = mb.outputs.at(index).toTensor();
+      if (!out.requires_grad())
+        continue;
+      roots.push_back(out);
+      grads.push_back(grad);
+    }
+    if (!roots.empty())
+      ::torch::autograd::backward(roots, grads);
+    mb.inputGrads.assign(myInputs.size(), at::Tensor());
+    for (const Edge &edge : recvEdges)
+      for (const auto &[result, input] : edge.entries) {
+        at::Tensor in = mb.received[input];
+        if (!at::isFloatingType(in.scalar_type()))
+          continue;
+        at::Tensor g = in.grad();
+        mb.inputGrads[input] = g.defined() ? g : at::zeros_like(in);
+      }
+    // The activations of this micro-batch are no longer needed.
+    mb.outputs.clear();
+    mb.loss = at::Tensor();
+    mb.received.clear();
+    mb.gradBuffers.clear();
+  }
+
+  void sendBackward(MicroBatch &mb, int m) {
+    for (const Edge &edge : recvEdges)
+      for (size_t e = 0; e < edge.entries.size(); ++e) {
+        if (!isFloating(edge.specs[e]))
+          continue;
+        at::Tensor g = mb.inputGrads[edge.entries[e].second].contiguous();
+        pendingSends.push_back(comm->send(
+            g, edge.peer, tag(m, 1, e),
+            where() + ": sending " +
+                sched::Action{sched::Op::SendB, rank, m}.str() +
+                " gradient of input " +
+                std::to_string(edge.entries[e].second) + " to stage " +
+                std::to_string(edge.peer)));
+      }
+    mb.inputGrads.clear();
+  }
+
+  /// Sums each replicated tied weight's gradient over its group. When the
+  /// per-micro-batch contributions are small enough to exchange (at most
+  /// kExactTiedBytes), they are summed in the order single-process autograd
+  /// uses (per micro-batch, later stages first, then accumulated over
+  /// micro-batches), so the result is bit-identical to an unsplit run;
+  /// otherwise the accumulated gradients are all-reduced, which can differ
+  /// in the last bits.
+  static constexpr int64_t kExactTiedBytes = 256 << 20;
+
+  void registerTiedHooks() {
+    for (auto &[name, group] : tiedComms) {
+      at::Tensor p = params.at(name);
+      int64_t bytes = p.numel() * p.element_size() * group->size() *
+                      std::max(options.microbatches, 1);
+      if (bytes > kExactTiedBytes)
+        continue;
+      auto &slots = tiedContributions[name];
+      p.register_hook([this, &slots](const at::Tensor &g) {
+        slots[currentMicrobatch] = g.detach().clone();
+        return at::Tensor();
+      });
+    }
+  }
+
+  void allReduceTied() {
+    for (auto &[name, group] : tiedComms) {
+      at::Tensor p = params.at(name);
+      std::string what =
+          where() + ": summing the gradients of tied weight '" + name + "'";
+      auto it = tiedContributions.find(name);
+      if (it == tiedContributions.end()) {
+        if (!p.grad().defined())
+          p.mutable_grad() = at::zeros_like(p);
+        group->allReduceSum(p.grad(), what)->wait();
+        continue;
+      }
+      int M = options.microbatches, G = group->size();
+      std::vector<int64_t> shape{G, M};
+      shape.insert(shape.end(), p.sizes().begin(), p.sizes().end());
+      at::Tensor all = at::zeros(shape, p.options().requires_grad(false));
+      for (auto &[m, g] : it->second)
+        all[group->rank()][m].copy_(g);
+      it->second.clear();
+      group->allReduceSum(all, what)->wait();
+      at::Tensor total;
+      for (int m = 0; m < M; ++m) {
+        at::Tensor b = all[G - 1][m];
+        for (int k = G - 2; k >= 0; --k)
+          b = b + all[k][m];
+        total = total.defined() ? total + b : b.clone();
+      }
+      ::torch::NoGradGuard noGrad;
+      if (!p.grad().defined())
+        p.mutable_grad() = at::zeros_like(p);
+      p.grad().copy_(total);
+    }
+  }
+
+  /// Scales gradients as torch.nn.utils.clip_grad_norm_ does, with the norm
+  /// taken over every stage (a replicated tied weight counted once).
+  void clipGradients() {
+    double local = 0;
+    std::set<std::string> notMine;
+    for (const auto &[name, members] : tiedGroups)
+      if (members.front() != rank)
+        notMine.insert(name);
+    for (const auto &[name, p] : trainable_) {
+      if (notMine.count(name) || !p.grad().defined())
+        continue;
+      double n = p.grad().norm(2).item<double>();
+      local += n * n;
+    }
+    at::Tensor total = at::full({1}, local, at::kDouble);
+    comm->allReduceSum(total, where() + ": summing gradient norms")->wait();
+    double norm = std::sqrt(total.item<double>());
+    double coef = std::min(*options.clipGradNorm / (norm + 1e-6), 1.0);
+    for (const auto &[name, p] : trainable_)
+      if (p.grad().defined())
+        p.grad().mul_(coef);
+  }
+
+  void waitSends() {
+    for (CommHandlePtr &h : pendingSends)
+      h->wait();
+    pendingSends.clear();
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Training
+  //===--------------------------------------------------------------------===//
+
+  std::vector<at::Tensor> trainableTensors() {
+    std::vector<at::Tensor> result;
+    for (const auto &[name, p] : trainable_)
+      result.push_back(p);
+    return result;
+  }
+
+  void train() {
+    registerTiedHooks();
+    auto optimizer = makeOptimizer(options, trainableTensors());
+    int64_t mbRows = argSpecs[0].sizes.at(0);
+    int M = options.microbatches;
+    int64_t cursor = 0;
+    int firstStep = 1;
+    if (options.resume)
+      firstStep = resume(*optimizer, cursor);
+    if (firstStep > options.steps)
+      throw RuntimeError("the last checkpoint is at step " +
+                         std::to_string(firstStep - 1) + "; --steps " +
+                         std::to_string(options.steps) + " leaves nothing to do");
+    printRank0("schedule " + schedule.kind + ", " + std::to_string(M) +
+               " micro-batches of " + std::to_string(mbRows) + " rows, " +
+               std::to_string(numStages) + " stages on " +
+               std::to_string(rdzv.worldSize) + " ranks");
+    llvm::json::Array stepMetrics;
+    std::vector<double> losses;
+    double wallSeconds = 0;
+    for (int step = firstStep; step <= options.steps; ++step) {
+      Clock::time_point start = Clock::now();
+      optimizer->zero_grad();
+      stepLoss = 0;
+      std::vector<MicroBatch> mbs(M);
+      postReceives(mbs, /*training=*/true);
+      int inflight = 0;
+      for (const sched::Action &action : schedule.ranks[rank]) {
+        Clock::time_point begin = Clock::now();
+        int m = action.microbatch;
+        switch (action.op) {
+        case sched::Op::Forward:
+          forward(mbs[m], m, cursor + m * mbRows, /*training=*/true);
+          peakInflight = std::max(peakInflight, ++inflight);
+          break;
+        case sched::Op::Backward:
+          currentMicrobatch = m;
+          backward(mbs[m]);
+          --inflight;
+          break;
+        case sched::Op::SendF:
+          sendForward(mbs[m], m);
+          break;
+        case sched::Op::RecvF:
+          for (CommHandlePtr &h : mbs[m].recvF)
+            h->wait();
+          break;
+        case sched::Op::SendB:
+          sendBackward(mbs[m], m);
+          break;
+        case sched::Op::RecvB:
+          for (CommHandlePtr &h : mbs[m].recvB)
+            h->wait();
+          break;
+        case sched::Op::AllReduceTied:
+          allReduceTied();
+          break;
+        case sched::Op::Step:
+          waitSends();
+          if (step == 1 && !options.saveGradsPath.empty())
+            saveGrads();
+          if (options.clipGradNorm)
+            clipGradients();
+          optimizer->step();
+          break;
+        }
+        record(action, begin);
+      }
+      cursor = (cursor + M * mbRows) % data->rows();
+      double seconds =
+          std::chrono::duration<double>(Clock::now() - start).count();
+      wallSeconds += seconds;
+      double samples = M * mbRows / seconds;
+      if (rank == outputStage) {
+        printLine("step " + std::to_string(step) + "/" +
+                  std::to_string(options.steps) + " loss " +
+                  formatDouble("%.6f", stepLoss) + " samples/s " +
+                  formatDouble("%.1f", samples));
+        losses.push_back(stepLoss);
+        stepMetrics.push_back(llvm::json::Object{{"step", step},
+                                                 {"loss", stepLoss},
+                                                 {"step_time_s", seconds},
+                                                 {"samples_per_s", samples}});
+      }
+      if (options.checkpointEvery > 0 && !options.checkpointDir.empty() &&
+          step % options.checkpointEvery == 0)
+        checkpoint(*optimizer, step, cursor);
+    }
+    finish(std::move(stepMetrics), wallSeconds);
+  }
+
+  /// Gathers busy times and in-flight peaks, writes metrics, the trace and
+  /// the weights.
+  void finish(llvm::json::Array stepMetrics, double wallSeconds) {
+    int W = rdzv.worldSize;
+    at::Tensor stats = at::zeros({3 * W}, at::kDouble);
+    stats[3 * rank] = busySeconds;
+    stats[3 * rank + 1] = wallSeconds;
+    stats[3 * rank + 2] = static_cast<double>(peakInflight);
+    comm->allReduceSum(stats, where() + ": gathering statistics")->wait();
+    double busy = 0, wall = 0;
+    llvm::json::Array peaks, busyPerRank;
+    for (int r = 0; r < W; ++r) {
+      busy += stats[3 * r].item<double>();
+      wall = std::max(wall, stats[3 * r + 1].item<double>());
+      peaks.push_back(static_cast<int64_t>(stats[3 * r + 2].item<double>()));
+      busyPerRank.push_back(stats[3 * r].item<double>());
+    }
+    double bubble = wall > 0 ? 1 - busy / (W * wall) : 0;
+    if (rank == outputStage && !options.metricsPath.empty())
+      writeJson(options.metricsPath,
+                llvm::json::Object{{"steps", std::move(stepMetrics)},
+                                   {"bubble_fraction", bubble},
+                                   {"peak_inflight_microbatches",
+                                    std::move(peaks)},
+                                   {"busy_s", std::move(busyPerRank)},
+                                   {"schedule", schedule.kind},
+                                   {"ranks", W}});
+    if (!options.tracePath.empty())
+      writeTrace();
+    if (!options.saveWeightsPath.empty())
+      saveWeights();
+    comm->barrier(where() + ": waiting for every rank to finish");
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Inference
+  //===--------------------------------------------------------------------===//
+
+  void infer() {
+    ::torch::NoGradGuard noGrad;
+    int64_t mbRows = argSpecs[0].sizes.at(0);
+    int64_t rows = data->rows();
+    if (rows % mbRows != 0)
+      throw RuntimeError(options.dataPath + ": " + std::to_string(rows) +
+                         " rows do not divide into micro-batches of " +
+                         std::to_string(mbRows));
+    if (rank == outputStage && options.outputPath.empty())
+      throw RuntimeError("--infer needs --output FILE");
+    int M = static_cast<int>(rows / mbRows);
+    llvm::Expected<sched::Schedule> s =
+        sched::generate("gpipe", topo, M, /*training=*/false);
+    if (!s)
+      throw RuntimeError(llvm::toString(s.takeError()));
+    if (llvm::Error err = sched::check(*s, topo))
+      throw RuntimeError("invalid schedule: " + llvm::toString(std::move(err)));
+    schedule = std::move(*s);
+    std::vector<MicroBatch> mbs(M);
+    postReceives(mbs, /*training=*/false);
+    std::vector<std::vector<at::Tensor>> outputs;
+    for (const sched::Action &action : schedule.ranks[rank]) {
+      Clock::time_point begin = Clock::now();
+      int m = action.microbatch;
+      if (action.op == sched::Op::RecvF) {
+        for (CommHandlePtr &h : mbs[m].recvF)
+          h->wait();
+      } else if (action.op == sched::Op::Forward) {
+        forward(mbs[m], m, m * mbRows, /*training=*/false);
+        if (rank == outputStage) {
+          std::vector<at::Tensor> flat;
+          for (unsigned index : outputIndices) {
+            const c10::IValue &r = mbs[m].outputs.at(index);
+            if (r.isTensor())
+              flat.push_back(r.toTensor());
+            else if (r.isTuple())
+              for (const c10::IValue &e : r.toTupleRef().elements())
+                flat.push_back(e.toTensor());
+          }
+          outputs.push_back(std::move(flat));
+        }
+      } else if (action.op == sched::Op::SendF) {
+        sendForward(mbs[m], m);
+        mbs[m].outputs.clear();
+      }
+      record(action, begin);
+    }
+    waitSends();
+    if (rank == outputStage) {
+      std::vector<std::pair<std::string, at::Tensor>> merged;
+      size_t n = outputs.front().size();
+      for (size_t i = 0; i < n; ++i) {
+        std::vector<at::Tensor> parts;
+        for (auto &chunk : outputs)
+          parts.push_back(chunk[i]);
+        merged.emplace_back(n == 1 ? "output" : "output." + std::to_string(i),
+                            at::cat(parts, 0));
+      }
+      writeTensors(options.outputPath, merged, {});
+      printLine("wrote " + std::to_string(rows) + " rows to " +
+                options.outputPath);
+    }
+    if (!options.tracePath.empty())
+      writeTrace();
+    comm->barrier(where() + ": waiting for every rank to finish");
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Outputs
+  //===--------------------------------------------------------------------===//
+
+  static std::string formatDouble(const char *format, double value) {
+    char buffer[64];
+    std::snprintf(buffer, sizeof(buffer), format, value);
+    return buffer;
+  }
+
+  void printLine(const std::string &line) {
+    if (prefixOwnLines)
+      std::printf("[rank%d] %s\n", rank, line.c_str());
+    else
+      std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  }
+  void printRank0(const std::string &line) {
+    if (rank == 0)
+      printLine(line);
+  }
+
+  /// Sends a byte string to rank 0 (which receives one from every rank).
+  std::vector<std::string> gatherStrings(const std::string &mine, int tagBase) {
+    std::vector<std::string> all(rdzv.worldSize);
+    if (rank != 0) {
+      at::Tensor length =
+          at::full({1}, static_cast<int64_t>(mine.size()), at::kLong);
+      comm->send(length, 0, tagBase, where() + ": sending its trace size")
+          ->wait();
+      at::Tensor bytes = at::empty({static_cast<int64_t>(mine.size())},
+                                   at::kByte);
+      std::memcpy(bytes.data_ptr(), mine.data(), mine.size());
+      comm->send(bytes, 0, tagBase + 1, where() + ": sending its trace")
+          ->wait();
+      return all;
+    }
+    all[0] = mine;
+    for (int r = 1; r < rdzv.worldSize; ++r) {
+      at::Tensor length = at::empty({1}, at::kLong);
+      comm->recv(length, r, tagBase, where() + ": receiving a trace size")
+          ->wait();
+      at::Tensor bytes = at::empty({length.item<int64_t>()}, at::kByte);
+      comm->recv(bytes, r, tagBase + 1, where() + ": receiving a trace")
+          ->wait();
+      all[r].assign(static_cast<const char *>(bytes.data_ptr()),
+                    bytes.numel());
+    }
+    return all;
+  }
+
+  /// One Chrome/Perfetto JSON for all ranks: pid = rank, events named in the
+  /// action text form.
+  void writeTrace() {
+    llvm::json::Array mine;
+    for (const TraceEvent &e : events)
+      mine.push_back(llvm::json::Object{{"name", e.name},
+                                        {"ph", "X"},
+                                        {"pid", rank},
+                                        {"tid", 0},
+                                        {"ts", e.start},
+                                        {"dur", e.duration}});
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << llvm::json::Value(std::move(mine));
+    os.flush();
+    std::vector<std::string> all = gatherStrings(text, 0x7fff0000);
+    if (rank != 0)
+      return;
+    llvm::json::Array merged;
+    for (int r = 0; r < rdzv.worldSize; ++r) {
+      merged.push_back(llvm::json::Object{
+          {"name", "process_name"},
+          {"ph", "M"},
+          {"pid", r},
+          {"args", llvm::json::Object{{"name", "rank " + std::to_string(r) +
+                                                   " (stage " +
+                                                   std::to_string(r) + ")"}}}});
+      llvm::Expected<llvm::json::Value> part = llvm::json::parse(all[r]);
+      if (!part)
+        throw RuntimeError("rank " + std::to_string(r) +
+                           " sent a malformed trace: " +
+                           llvm::toString(part.takeError()));
+      for (llvm::json::Value &v : *part->getAsArray())
+        merged.push_back(std::move(v));
+    }
+    writeJson(options.tracePath,
+              llvm::json::Object{{"traceEvents", std::move(merged)},
+                                 {"displayTimeUnit", "ms"}});
+    printLine("wrote the trace to " + options.tracePath);
+  }
+
+  /// Rank 0 writes every weight: its own, those the other stages send (a
+  /// name that an earlier stage also holds comes from that stage), and the
+  /// file's values for anything no stage uses.
+  void saveWeights() {
+    std::set<std::string> earlier;
+    std::map<std::string, at::Tensor> received;
+    for (int s = 0; s < numStages; ++s) {
+      std::vector<std::pair<std::string, TensorSpec>> list = stageParams(s);
+      std::vector<std::pair<std::string, TensorSpec>> fresh;
+      for (auto &entry : list)
+        if (earlier.insert(entry.first).second)
+          fresh.push_back(entry);
+      if (s == 0)
+        continue;
+      for (size_t i = 0; i < fresh.size(); ++i) {
+        const auto &[name, spec] = fresh[i];
+        int t = 0x7ff00000 + static_cast<int>(i);
+        if (rank == s) {
+          at::Tensor value = params.at(name).detach().contiguous();
+          comm->send(value, 0, t, where() + ": sending weight '" + name + "'")
+              ->wait();
+        } else if (rank == 0) {
+          at::Tensor value =
+              at::empty(spec.sizes, at::TensorOptions().dtype(spec.dtype));
+          comm->recv(value, s, t, where() + ": receiving weight '" + name + "'")
+              ->wait();
+          received[name] = value;
+        }
+      }
+    }
+    if (rank != 0)
+      return;
+    std::vector<std::pair<std::string, at::Tensor>> tensors;
+    for (const std::string &name : weightOrder) {
+      auto mine = params.find(name);
+      auto theirs = received.find(name);
+      tensors.emplace_back(name, mine != params.end() ? mine->second
+                                 : theirs != received.end()
+                                     ? theirs->second
+                                     : allWeights.at(name));
+    }
+    writeTensors(options.saveWeightsPath, tensors, weightsMetadata);
+    printLine("wrote the weights to " + options.saveWeightsPath);
+  }
+
+  /// Each rank writes its own stage's gradients; rank 0 merges nothing, so
+  /// the file name gets the rank: FILE.rankR.
+  void saveGrads() {
+    std::vector<std::pair<std::string, at::Tensor>> grads;
+    for (const auto &[name, p] : trainable_) {
+      at::Tensor g = p.grad();
+      grads.emplace_back(name, g.defined() ? g : at::zeros_like(p));
+    }
+    writeTensors(options.saveGradsPath + ".rank" + std::to_string(rank), grads,
+                 {});
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Checkpoints
+  //===--------------------------------------------------------------------===//
+
+  std::string checkpointPath(const std::string &dir) const {
+    return dir + "/rank" + std::to_string(rank) + ".safetensors";
+  }
+
+  /// Every rank writes its stage into DIR/step-K.tmp; once all have, rank 0
+  /// renames the directory to DIR/step-K, so a checkpoint is complete
+  /// exactly when its directory has its final name.
+  void checkpoint(::torch::optim::Optimizer &optimizer, int step,
+                  int64_t cursor) {
+    std::string final =
+        options.checkpointDir + "/step-" + std::to_string(step);
+    std::string tmp = final + ".tmp";
+    if (std::error_code ec = llvm::sys::fs::create_directories(tmp))
+      throw RuntimeError("cannot create " + tmp + ": " + ec.message());
+    std::vector<std::pair<std::string, at::Tensor>> tensors;
+    for (const auto &[name, p] : params)
+      tensors.emplace_back("param:" + name, p);
+    std::map<std::string, std::string> metadata{
+        {"step", std::to_string(step)},
+        {"cursor", std::to_string(cursor)},
+        {"rank", std::to_string(rank)},
+        {"world_size", std::to_string(rdzv.worldSize)},
+        {"optimizer", options.optimizer}};
+    saveOptimizerState(optimizer, trainable_, tensors, metadata);
+    writeTensors(checkpointPath(tmp), tensors, metadata);
+    comm->barrier(where() + ": waiting for every rank's checkpoint");
+    if (rank == 0) {
+      llvm::sys::fs::remove_directories(final);
+      if (std::error_code ec = llvm::sys::fs::rename(tmp, final))
+        throw RuntimeError("cannot rename " + tmp + " to " + final + ": " +
+                           ec.message());
+      printLine("checkpoint at step " + std::to_string(step) + " in " + final);
+    }
+  }
+
+  /// Loads the newest complete checkpoint; returns the next step.
+  int resume(::torch::optim::Optimizer &optimizer, int64_t &cursor) {
+    if (options.checkpointDir.empty())
+      throw RuntimeError("--resume needs --checkpoint-dir");
+    int best = 0;
+    std::error_code ec;
+    for (llvm::sys::fs::directory_iterator it(options.checkpointDir, ec), end;
+         it != end && !ec; it.increment(ec)) {
+      llvm::StringRef name = llvm::sys::path::filename(it->path());
+      int step;
+      if (name.consume_front("step-") && !name.getAsInteger(10, step))
+        best = std::max(best, step);
+    }
+    if (best == 0) {
+      printRank0("no checkpoint in " + options.checkpointDir +
+                 "; starting at step 1");
+      return 1;
+    }
+    std::string dir = options.checkpointDir + "/step-" + std::to_string(best);
+    TensorFile file = readTensors(checkpointPath(dir));
+    auto meta = [&](const std::string &key) {
+      auto it = file.metadata.find(key);
+      if (it == file.metadata.end())
+        throw RuntimeError(checkpointPath(dir) + ": no '" + key +
+                           "' in the metadata");
+      return it->second;
+    };
+    if (std::stoi(meta("world_size")) != rdzv.worldSize)
+      throw RuntimeError(dir + " was written by " + meta("world_size") +
+                         " ranks, not " + std::to_string(rdzv.worldSize));
+    if (meta("optimizer") != options.optimizer)
+      throw RuntimeError(dir + " holds " + meta("optimizer") +
+                         " state, not " + options.optimizer);
+    {
+      ::torch::NoGradGuard noGrad;
+      for (auto &[name, p] : params) {
+        auto it = file.tensors.find("param:" + name);
+        if (it == file.tensors.end() || it->second.sizes() != p.sizes())
+          throw RuntimeError(checkpointPath(dir) + ": no weight '" + name +
+                             "' of the right shape");
+        p.copy_(it->second);
+      }
+    }
+    loadOptimizerState(optimizer, options.optimizer, trainable_, file);
+    cursor = std::stoll(meta("cursor"));
+    printRank0("resuming from " + dir);
+    return best + 1;
+  }
+
+  //===--------------------------------------------------------------------===//
+
+  const RunOptions &options;
+  Rendezvous rdzv;
+  int rank;
+  bool prefixOwnLines;
+  MLIRContext context;
+  OwningOpRef<ModuleOp> module;
+  pd::PipelineOp pipeline;
+  std::vector<pd::StageOp> stages;
+  int numStages = 0;
+  std::vector<TensorSpec> argSpecs;
+  std::vector<Source> myInputs;
+  std::vector<Edge> recvEdges, sendEdges;
+  int outputStage = -1;
+  std::vector<unsigned> outputIndices;
+  std::vector<std::pair<std::string, std::vector<int>>> tiedGroups;
+  sched::Topology topo;
+  sched::Schedule schedule;
+  std::unique_ptr<Program> program;
+  std::map<std::string, at::Tensor> params;
+  std::vector<std::pair<std::string, at::Tensor>> trainable_;
+  std::map<std::string, at::Tensor> allWeights; // rank 0: the file's values
+  std::vector<std::string> weightOrder;
+  std::map<std::string, std::string> weightsMetadata;
+  std::unique_ptr<Dataset> data;
+  std::unique_ptr<Communicator> comm;
+  std::vector<std::pair<std::string, std::unique_ptr<Communicator>>> tiedComms;
+  std::vector<CommHandlePtr> pendingSends;
+  std::map<std::string, std::map<int, at::Tensor>> tiedContributions;
+  int currentMicrobatch = 0;
+  double stepLoss = 0;
+  double busySeconds = 0;
+  int peakInflight = 0;
+  Clock::time_point epoch = Clock::now();
+  std::vector<TraceEvent> events;
+};
+
+} // namespace
+
+namespace pippy {
+
+llvm::Error runRank(const RunOptions &options, const Rendezvous &given) {
+  Rendezvous rdzv = given;
+  rdzv.timeout = std::chrono::milliseconds(
+      static_cast<int64_t>(options.timeoutSeconds * 1000));
+  std::string error;
+  try {
+    RankRunner(options, rdzv).run();
+    return llvm::Error::success();
+  } catch (const c10::Error &e) {
+    error = e.what_without_backtrace();
+  } catch (const std::exception &e) {
+    error = e.what();
+  }
+  // Leave without tearing down communicators: their threads may be blocked
+  // on a dead peer.
+  std::fflush(stdout);
+  std::fprintf(stderr, "pippy-run: error: rank %d: %s\n", rdzv.rank,
+               error.c_str());
+  std::fflush(stderr);
+  _exit(1);
+}
+
+} // namespace pippy

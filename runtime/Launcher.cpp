@@ -1,0 +1,323 @@
+//===- Launcher.cpp - spawning local ranks ---------------------------------===//
+
+#include "pippy/Runtime/Launcher.h"
+
+#include <arpa/inet.h>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <string>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+namespace {
+
+double now() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/// A TCP port nobody listens on right now.
+int freePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0)
+    return 29500;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  int port = 29500;
+  if (bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len) == 0)
+    port = ntohs(addr.sin_port);
+  close(fd);
+  return port;
+}
+
+struct Rank {
+  int rank = 0;
+  pid_t pid = -1;
+  int out = -1, err = -1; // read ends, -1 once closed
+  std::string outBuffer, errBuffer;
+  bool exited = false;
+  int status = 0;
+};
+
+void writeAll(int fd, const std::string &text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n <= 0) {
+      if (n < 0 && errno == EINTR)
+        continue;
+      return;
+    }
+    done += n;
+  }
+}
+
+/// Forwards the complete lines of `buffer` to `fd` with the rank's prefix;
+/// with `flush`, also the last partial line.
+void forwardLines(std::string &buffer, int fd, int rank, bool flush) {
+  std::string prefix = "[rank" + std::to_string(rank) + "] ";
+  size_t start = 0, nl;
+  std::string out;
+  while ((nl = buffer.find('\n', start)) != std::string::npos) {
+    out += prefix + buffer.substr(start, nl - start + 1);
+    start = nl + 1;
+  }
+  buffer.erase(0, start);
+  if (flush && !buffer.empty()) {
+    out += prefix + buffer + "\n";
+    buffer.clear();
+  }
+  if (!out.empty())
+    writeAll(fd, out);
+}
+
+std::string describeExit(int status) {
+  if (WIFSIGNALED(status))
+    return std::string("was killed by signal ") +
+           std::to_string(WTERMSIG(status)) + " (" +
+           strsignal(WTERMSIG(status)) + ")";
+  return "exited with status " + std::to_string(WEXITSTATUS(status));
+}
+
+volatile sig_atomic_t interrupted = 0;
+void onSignal(int sig) { interrupted = sig; }
+
+} // namespace
+
+namespace pippy {
+
+bool shouldLaunch(const LaunchOptions &options) {
+  for (const char *var : {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"})
+    if (const char *v = std::getenv(var); v && *v)
+      return false;
+  return options.nproc * options.nnodes > 1;
+}
+
+int launch(const LaunchOptions &options, const std::vector<std::string> &argv) {
+  int world = options.nproc * options.nnodes;
+  if (options.nproc < 1 || options.nnodes < 1 || options.nodeRank < 0 ||
+      options.nodeRank >= options.nnodes) {
+    std::fprintf(stderr, "pippy-run: error: --nproc %d --nnodes %d "
+                         "--node-rank %d is not a valid layout\n",
+                 options.nproc, options.nnodes, options.nodeRank);
+    return 1;
+  }
+
+  // Single node: a FileStore in a private directory. Several nodes: rank 0
+  // hosts a TCPStore at the master address, which every node must be given.
+  char dirTemplate[] = "/tmp/pippy-run-XXXXXX";
+  const char *tmp = std::getenv("TMPDIR");
+  std::string base = std::string(tmp && *tmp ? tmp : "/tmp") + "/pippy-run-XXXXXX";
+  std::vector<char> dirName(base.begin(), base.end());
+  dirName.push_back('\0');
+  char *dir = mkdtemp(dirName.data());
+  if (!dir)
+    dir = mkdtemp(dirTemplate);
+  if (!dir) {
+    std::perror("pippy-run: error: cannot create a rendezvous directory");
+    return 1;
+  }
+  std::string runDir = dir;
+  std::string storePath = runDir + "/store";
+  std::string failedPath = runDir + "/failed";
+  std::string masterAddr = options.masterAddr;
+  if (masterAddr.empty())
+    if (const char *env = std::getenv("MASTER_ADDR"))
+      masterAddr = env;
+  int masterPort = options.masterPort;
+  if (!masterPort)
+    if (const char *env = std::getenv("MASTER_PORT"); env && *env)
+      masterPort = std::atoi(env);
+  if (options.nnodes > 1) {
+    if (masterAddr.empty() || !masterPort) {
+      std::fprintf(stderr,
+                   "pippy-run: error: --nnodes %d needs --master-addr and "
+                   "--master-port (or MASTER_ADDR and MASTER_PORT) naming "
+                   "rank 0's host\n",
+                   options.nnodes);
+      return 1;
+    }
+  } else {
+    if (masterAddr.empty())
+      masterAddr = "127.0.0.1";
+    if (!masterPort)
+      masterPort = freePort();
+  }
+
+  std::signal(SIGINT, onSignal);
+  std::signal(SIGTERM, onSignal);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  std::vector<Rank> ranks(options.nproc);
+  for (int local = 0; local < options.nproc; ++local) {
+    Rank &r = ranks[local];
+    r.rank = options.nodeRank * options.nproc + local;
+    int out[2], err[2];
+    if (pipe(out) != 0 || pipe(err) != 0) {
+      std::perror("pippy-run: error: pipe");
+      return 1;
+    }
+    std::vector<std::string> env;
+    for (char **e = environ; *e; ++e) {
+      std::string kv = *e;
+      std::string key = kv.substr(0, kv.find('='));
+      if (key == "RANK" || key == "WORLD_SIZE" || key == "LOCAL_RANK" ||
+          key == "LOCAL_WORLD_SIZE" || key == "MASTER_ADDR" ||
+          key == "MASTER_PORT" || key == "PIPPY_STORE" ||
+          key == "PIPPY_FAILED_RANKS" || key == "PIPPY_LAUNCHED" ||
+          key == "OMP_NUM_THREADS")
+        continue;
+      env.push_back(kv);
+    }
+    env.push_back("RANK=" + std::to_string(r.rank));
+    env.push_back("WORLD_SIZE=" + std::to_string(world));
+    env.push_back("LOCAL_RANK=" + std::to_string(local));
+    env.push_back("LOCAL_WORLD_SIZE=" + std::to_string(options.nproc));
+    env.push_back("MASTER_ADDR=" + masterAddr);
+    env.push_back("MASTER_PORT=" + std::to_string(masterPort));
+    env.push_back("OMP_NUM_THREADS=" + std::to_string(options.threadsPerRank));
+    env.push_back("PIPPY_LAUNCHED=1");
+    env.push_back("PIPPY_FAILED_RANKS=" + failedPath);
+    if (options.nnodes == 1)
+      env.push_back("PIPPY_STORE=" + storePath);
+
+    pid_t pid = fork();
+    if (pid < 0) {
+      std::perror("pippy-run: error: fork");
+      return 1;
+    }
+    if (pid == 0) {
+      dup2(out[1], STDOUT_FILENO);
+      dup2(err[1], STDERR_FILENO);
+      close(out[0]);
+      close(out[1]);
+      close(err[0]);
+      close(err[1]);
+      std::vector<char *> args, envp;
+      for (const std::string &a : argv)
+        args.push_back(const_cast<char *>(a.c_str()));
+      args.push_back(nullptr);
+      for (std::string &e : env)
+        envp.push_back(e.data());
+      envp.push_back(nullptr);
+      execve("/proc/self/exe", args.data(), envp.data());
+      std::perror("pippy-run: error: exec");
+      _exit(127);
+    }
+    close(out[1]);
+    close(err[1]);
+    r.pid = pid;
+    r.out = out[0];
+    r.err = err[0];
+  }
+
+  // Forward output and watch for exits. After the first failure the others
+  // get the communicator timeout (plus a margin) to notice and exit, then
+  // are killed.
+  int exitCode = 0;
+  double killAt = -1;
+  std::string failures;
+  for (;;) {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<Rank *, bool>> owners; // rank, is stdout
+    for (Rank &r : ranks) {
+      if (r.out >= 0) {
+        fds.push_back({r.out, POLLIN, 0});
+        owners.push_back({&r, true});
+      }
+      if (r.err >= 0) {
+        fds.push_back({r.err, POLLIN, 0});
+        owners.push_back({&r, false});
+      }
+    }
+    bool allExited = true;
+    for (Rank &r : ranks)
+      allExited &= r.exited;
+    if (fds.empty() && allExited)
+      break;
+    int n = fds.empty() ? (usleep(50000), 0) : poll(fds.data(), fds.size(), 100);
+    for (size_t i = 0; n > 0 && i < fds.size(); ++i) {
+      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
+        continue;
+      auto [r, isOut] = owners[i];
+      char chunk[65536];
+      ssize_t got = read(fds[i].fd, chunk, sizeof(chunk));
+      std::string &buffer = isOut ? r->outBuffer : r->errBuffer;
+      int target = isOut ? STDOUT_FILENO : STDERR_FILENO;
+      if (got > 0) {
+        buffer.append(chunk, got);
+        forwardLines(buffer, target, r->rank, false);
+      } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
+        forwardLines(buffer, target, r->rank, true);
+        close(fds[i].fd);
+        (isOut ? r->out : r->err) = -1;
+      }
+    }
+    for (Rank &r : ranks) {
+      if (r.exited)
+        continue;
+      int status;
+      if (waitpid(r.pid, &status, WNOHANG) != r.pid)
+        continue;
+      r.exited = true;
+      r.status = status;
+      bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      if (ok)
+        continue;
+      exitCode = 1;
+      std::string what = "rank " + std::to_string(r.rank) + " " +
+                         describeExit(status);
+      failures += (failures.empty() ? "" : "; ") + what;
+      if (FILE *f = std::fopen(failedPath.c_str(), "a")) {
+        std::fprintf(f, "%s\n", what.c_str());
+        std::fclose(f);
+      }
+      if (WIFSIGNALED(status))
+        std::fprintf(stderr, "pippy-run: %s\n", what.c_str());
+      if (killAt < 0)
+        killAt = now() + options.timeoutSeconds + 10;
+    }
+    if (interrupted && killAt < 0) {
+      for (Rank &r : ranks)
+        if (!r.exited)
+          kill(r.pid, interrupted);
+      exitCode = 1;
+      killAt = now() + 5;
+    }
+    if (killAt >= 0 && now() > killAt) {
+      for (Rank &r : ranks)
+        if (!r.exited) {
+          std::fprintf(stderr,
+                       "pippy-run: rank %d still running %.0f s after %s; "
+                       "killing it\n",
+                       r.rank, options.timeoutSeconds, failures.c_str());
+          kill(r.pid, SIGKILL);
+        }
+      killAt = now() + 3600;
+    }
+  }
+  unlink(storePath.c_str());
+  unlink(failedPath.c_str());
+  rmdir(runDir.c_str());
+  if (exitCode)
+    std::fprintf(stderr, "pippy-run: error: %s\n",
+                 failures.empty() ? "interrupted" : failures.c_str());
+  return exitCode;
+}
+
+} // namespace pippy
