@@ -76,11 +76,12 @@ public:
         detail.resize(nl);
       std::string msg = what + ": ";
       bool timedOut = detail.find("imed out") != std::string::npos;
+      char seconds[32];
+      std::snprintf(seconds, sizeof(seconds), "%g",
+                    rdzv.timeout.count() / 1000.0);
       msg += peer >= 0 ? (timedOut ? "no answer from rank " +
                                          std::to_string(peer) + " within " +
-                                         std::to_string(rdzv.timeout.count() /
-                                                        1000.0) +
-                                         " s (--timeout)"
+                                         seconds + " s (--timeout)"
                                    : "lost rank " + std::to_string(peer))
                        : (timedOut ? "a peer did not answer within the timeout"
                                    : "a peer failed");
@@ -123,10 +124,12 @@ public:
       group = c10::make_intrusive<c10d::ProcessGroupGloo>(this->store, rank,
                                                           size, options);
     } catch (const std::exception &e) {
+      char seconds[32];
+      std::snprintf(seconds, sizeof(seconds), "%g",
+                    rdzv.timeout.count() / 1000.0);
       std::string msg = "rank " + std::to_string(rdzv.rank) +
                         ": cannot connect to the other ranks within " +
-                        std::to_string(rdzv.timeout.count() / 1000.0) +
-                        " s: " + e.what();
+                        seconds + " s: " + e.what();
       if (std::string failed = failedRanks(rdzv.failedRanksPath);
           !failed.empty())
         msg += "; " + failed;

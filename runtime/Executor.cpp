@@ -1098,6 +1098,9 @@ llvm::Error runRank(const RunOptions &options, const Rendezvous &given) {
   // Leave without tearing down communicators: their threads may be blocked
   // on a dead peer.
   std::fflush(stdout);
+  std::string prefix = "rank " + std::to_string(rdzv.rank) + ": ";
+  if (error.compare(0, prefix.size(), prefix) == 0)
+    error.erase(0, prefix.size());
   std::fprintf(stderr, "pippy-run: error: rank %d: %s\n", rdzv.rank,
                error.c_str());
   std::fflush(stderr);

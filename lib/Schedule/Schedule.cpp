@@ -236,6 +236,9 @@ std::string renderGrid(const Grid &grid) {
     }
     os << "\n";
   }
+  os.flush();
+  if (!text.empty() && text.back() == '\n')
+    text.pop_back();
   return text;
 }
 

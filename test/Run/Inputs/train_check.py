@@ -1,12 +1,15 @@
 """Trains a small model with PyTorch and with pippy-run under the same
 options and compares per-step losses and final weights.
 
-Usage: train_check.py OUT_DIR BIN_DIR CASE
+Usage: train_check.py OUT_DIR BIN_DIR CASE [NPROC [SCHEDULE]]
 CASE is one of:
   adamw          AdamW with torch.optim's defaults (weight decay 0.01)
   sgd-momentum   SGD with momentum 0.9 and weight decay 1e-3
   clip           SGD with --clip-grad-norm 0.05
   loss-none      forward(input, target) returns its own MSE loss
+With NPROC 2 the model is split before fc2 and trained on two processes
+(SCHEDULE gpipe or 1f1b, default 1f1b): optimizer state stays on each stage,
+and --clip-grad-norm clips by the norm over both.
 Prints one line per check; exits non-zero on a mismatch.
 """
 import json
@@ -42,6 +45,8 @@ class Net(nn.Module):
 
 def main():
     out, bindir, case = sys.argv[1:4]
+    nproc = int(sys.argv[4]) if len(sys.argv) > 4 else 1
+    schedule = sys.argv[5] if len(sys.argv) > 5 else "1f1b"
     own = case == "loss-none"
     torch.manual_seed(0)
     model = Net(own)
@@ -95,7 +100,15 @@ def main():
     subprocess.run([f"{bindir}/pippy-import", f"{out}/{case}.pt",
                     "--input-shapes", shapes, "-o", f"{out}/{case}.mlir",
                     "--weights", f"{out}/{case}.safetensors"], check=True)
-    cmd = [f"{bindir}/pippy-run", f"{out}/{case}.mlir", "--microbatches",
+    program = f"{out}/{case}.mlir"
+    if nproc > 1:
+        subprocess.run([f"{bindir}/pippy-opt", program,
+                        "--pippy-annotate-split-points=points=fc2:begin",
+                        "--pippy-outline-stages", "-o",
+                        f"{out}/{case}.pipe.mlir"], check=True)
+        program = f"{out}/{case}.pipe.mlir"
+    cmd = [f"{bindir}/pippy-run", program, "--nproc", str(nproc),
+           "--schedule", schedule, "--microbatches",
            str(M), "--steps", str(STEPS), "--data",
            f"{out}/{case}.data.safetensors", "--metrics",
            f"{out}/{case}.metrics.json", "--save-weights",

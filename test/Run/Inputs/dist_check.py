@@ -1,0 +1,164 @@
+"""Multi-process behaviours of pippy-run beyond matching PyTorch's numbers.
+
+Usage: dist_check.py OUT_DIR BIN_DIR CASE
+CASE is one of:
+  resume   trains 6 steps with a checkpoint every 2; a second run stops
+           after 4, a third resumes (--resume --steps 6): the resumed
+           steps' losses and the final weights must equal the
+           uninterrupted run's; an unfinished checkpoint (step-K.tmp) is
+           ignored.
+  kill     kills rank 1 with SIGKILL in the middle of a long run: rank 0
+           must exit within the --timeout, naming rank 1, and the launcher
+           must exit non-zero naming the dead rank.
+  hang     stops rank 1 with SIGSTOP: rank 0 must give up within the
+           --timeout naming rank 1, and the launcher must end the run.
+Prints one line per check; exits non-zero when one fails.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn as nn
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "models"))
+import st  # noqa: E402
+
+MB, M, ROWS = 4, 2, 24
+
+
+def build(out, bindir):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 32), nn.Tanh(), nn.Linear(32, 32),
+                          nn.Tanh(), nn.Linear(32, 4))
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(ROWS, 8, generator=g)
+    y = torch.randint(0, 4, (ROWS,), generator=g)
+    torch.jit.trace(model, (x[:MB],)).save(f"{out}/net.pt")
+    st.save(f"{out}/data.safetensors", {"input": x, "target": y})
+    subprocess.run([f"{bindir}/pippy-import", f"{out}/net.pt",
+                    "--input-shapes", f"{MB}x8xf32", "-o", f"{out}/net.mlir",
+                    "--weights", f"{out}/net.safetensors"], check=True)
+    subprocess.run([f"{bindir}/pippy-opt", f"{out}/net.mlir",
+                    "--pippy-split=stages=2", "-o", f"{out}/pipe.mlir"],
+                   check=True)
+
+
+def train(out, bindir, steps, extra):
+    cmd = [f"{bindir}/pippy-run", f"{out}/pipe.mlir", "--nproc", "2",
+           "--schedule", "1f1b", "--microbatches", str(M), "--steps",
+           str(steps), "--data", f"{out}/data.safetensors", "--optimizer",
+           "adamw", "--lr", "0.01", "--timeout", "20"] + extra
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        print(f"FAILED: {' '.join(cmd)}\n{proc.stdout}{proc.stderr}")
+        sys.exit(1)
+    return proc.stdout
+
+
+def resume(out, bindir):
+    ok = True
+    full, part = f"{out}/full", f"{out}/part"
+    for d in (full, part):
+        shutil.rmtree(d, ignore_errors=True)
+    train(out, bindir, 6, ["--checkpoint-dir", full, "--checkpoint-every",
+                           "2", "--metrics", f"{out}/full.json",
+                           "--save-weights", f"{out}/full.safetensors"])
+    print("checkpoints " + " ".join(sorted(os.listdir(full))))
+    train(out, bindir, 4, ["--checkpoint-dir", part, "--checkpoint-every",
+                           "2"])
+    # A checkpoint that was being written when the run died is ignored.
+    os.makedirs(f"{part}/step-8.tmp")
+    text = train(out, bindir, 6, ["--checkpoint-dir", part, "--resume",
+                                  "--metrics", f"{out}/resumed.json",
+                                  "--save-weights",
+                                  f"{out}/resumed.safetensors"])
+    resumed_from = [line for line in text.splitlines() if "resuming" in line]
+    print(resumed_from[0] if resumed_from else "no resume line")
+    a = {s["step"]: s["loss"] for s in json.load(open(f"{out}/full.json"))["steps"]}
+    b = {s["step"]: s["loss"] for s in json.load(open(f"{out}/resumed.json"))["steps"]}
+    same = sorted(b) == [5, 6] and all(a[k] == b[k] for k in b)
+    ok &= same
+    print(f"resumed losses {'ok' if same else 'MISMATCH'}: steps "
+          f"{sorted(b)}: " + ", ".join(f"{b[k]:.6f}/{a[k]:.6f}" for k in sorted(b)))
+    wa, _ = st.load(f"{out}/full.safetensors")
+    wb, _ = st.load(f"{out}/resumed.safetensors")
+    same = set(wa) == set(wb) and all(torch.equal(wa[k], wb[k]) for k in wa)
+    ok &= same
+    print(f"resumed weights {'ok' if same else 'MISMATCH'}")
+    return ok
+
+
+def children(pid):
+    """Pids of the ranks the launcher spawned, by RANK."""
+    ranks = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = open(f"/proc/{entry}/stat").read()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            if ppid != pid:
+                continue
+            env = open(f"/proc/{entry}/environ", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        for kv in env:
+            if kv.startswith(b"RANK="):
+                ranks[int(kv[5:])] = int(entry)
+    return ranks
+
+
+def fail_rank(out, bindir, sig):
+    timeout = 4
+    cmd = [f"{bindir}/pippy-run", f"{out}/pipe.mlir", "--nproc", "2",
+           "--schedule", "1f1b", "--microbatches", str(M), "--steps",
+           "100000000", "--data", f"{out}/data.safetensors", "--timeout",
+           str(timeout)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith("[rank1] step 3/"):
+            break
+    ranks = children(proc.pid)
+    os.kill(ranks[1], sig)
+    hit = time.monotonic()
+    rest, _ = proc.communicate(timeout=120)
+    elapsed = time.monotonic() - hit
+    text = "".join(lines) + rest
+    errors = [line for line in text.splitlines()
+              if "error" in line or "signal" in line]
+    for line in errors:
+        print(line)
+    print(f"exit status {proc.returncode}")
+    rank0 = [line for line in errors if line.startswith("[rank0]")]
+    # Rank 0 must have noticed by itself, naming rank 1, within the timeout
+    # (a kill closes the connection at once; a stopped rank runs into it).
+    limit = timeout + 5
+    print(f"rank 0 noticed: {'yes' if rank0 else 'no'}; "
+          f"run ended {'within' if elapsed < limit + 12 else 'after'} the "
+          "timeout")
+    return proc.returncode != 0 and rank0 and "rank 1" in rank0[0]
+
+
+def main():
+    out, bindir, case = sys.argv[1:4]
+    build(out, bindir)
+    if case == "resume":
+        ok = resume(out, bindir)
+    elif case == "kill":
+        ok = fail_rank(out, bindir, signal.SIGKILL)
+    else:
+        ok = fail_rank(out, bindir, signal.SIGSTOP)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
