@@ -69,7 +69,7 @@ struct OutlineStagesPass
         body, [](Operation &op) { return isa<pd::PipelineOp>(op); });
     if (hasPipeline)
       return; // already outlined
-    if (!hasMarker)
+    if (!hasMarker && !singleStage)
       return; // a graph IR without split points stays one stage
 
     // Assign each op to a stage.

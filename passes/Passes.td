@@ -105,7 +105,9 @@ def PippyOutlineStages : Pass<"pippy-outline-stages", "::mlir::func::FuncOp"> {
 
     Only tensors cross stages; a non-tensor value (other than a constant)
     used by a later stage is an error naming it. A marker that would leave a
-    stage empty is an error naming the marker.
+    stage empty is an error naming the marker. A function without markers
+    stays a graph IR, unless `single-stage` asks for a one-stage pipeline
+    (what `--pippy-split="stages=1"` does).
 
     Before:
 
@@ -140,6 +142,10 @@ def PippyOutlineStages : Pass<"pippy-outline-stages", "::mlir::func::FuncOp"> {
     ```
   }];
   let dependentDialects = ["::mlir::pippy::PippyDialect"];
+  let options = [
+    Option<"singleStage", "single-stage", "bool", /*default=*/"false",
+           "outline a function without split points as one stage">,
+  ];
 }
 
 def PippyPlaceSplitPoints

@@ -40,7 +40,9 @@ void mlir::pippy::registerPippyPipelines() {
         place.stages = options.stages;
         place.policy = options.policy;
         pm.addNestedPass<func::FuncOp>(createPippyPlaceSplitPoints(place));
-        pm.addNestedPass<func::FuncOp>(createPippyOutlineStages());
+        PippyOutlineStagesOptions outline;
+        outline.singleStage = options.stages == 1;
+        pm.addNestedPass<func::FuncOp>(createPippyOutlineStages(outline));
         PippyResolveSkipsOptions skips;
         skips.mode = options.skips;
         pm.addNestedPass<func::FuncOp>(createPippyResolveSkips(skips));

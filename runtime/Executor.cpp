@@ -80,6 +80,7 @@ struct MicroBatch {
   std::vector<CommHandlePtr> recvF, recvB;
   std::vector<std::vector<at::Tensor>> gradBuffers; // per consumer edge
   std::vector<c10::IValue> outputs;
+  std::vector<c10::IValue> captured; // deferred linears: input, output
   at::Tensor loss;
   std::vector<at::Tensor> inputGrads; // per stage input
 };
@@ -124,6 +125,12 @@ private:
     for (BlockArgument arg : forward.getArguments())
       argSpecs.push_back(specOfArgument(arg));
     forward.walk([&](pd::PipelineOp op) { pipeline = op; });
+    if (!pipeline && rdzv.worldSize == 1)
+      throw RuntimeError(
+          options.programPath +
+          ": --defer-weight-grads, --checkpoint-dir, --resume and "
+          "--schedule-file run pipelines; make this graph IR a one-stage "
+          "pipeline first (pippy-opt --pippy-split=stages=1)");
     if (!pipeline)
       throw RuntimeError(
           options.programPath + ": a graph IR runs as one stage on one rank; "
@@ -411,7 +418,11 @@ private:
         t.requires_grad_(true);
       inputs.emplace_back(t);
     }
-    mb.outputs = program->run(inputs, params);
+    mb.captured.clear();
+    mb.outputs = program->run(inputs, params,
+                              training && !deferred.empty() ? &captureSlots
+                                                            : nullptr,
+                              &mb.captured);
     if (training && rank == outputStage) {
       at::Tensor target = options.loss == "none"
                               ? at::Tensor()
@@ -474,6 +485,10 @@ private:
       roots.push_back(out);
       grads.push_back(grad);
     }
+    if (!deferred.empty()) {
+      backwardInputs(mb, roots, grads);
+      return;
+    }
     if (!roots.empty())
       ::torch::autograd::backward(roots, grads);
     mb.inputGrads.assign(myInputs.size(), at::Tensor());
@@ -490,6 +505,103 @@ private:
     mb.loss = at::Tensor();
     mb.received.clear();
     mb.gradBuffers.clear();
+  }
+
+  /// Backward without the deferred linears' weight gradients: gradients
+  /// for the stage's inputs, the other parameters, and the deferred
+  /// linears' outputs, which are kept with their inputs for the W pass.
+  void backwardInputs(MicroBatch &mb, const std::vector<at::Tensor> &roots,
+                      const std::vector<at::Tensor> &grads) {
+    std::vector<at::Tensor> wrt;
+    std::vector<unsigned> inputIndex;
+    for (const Edge &edge : recvEdges)
+      for (const auto &[result, input] : edge.entries)
+        if (at::isFloatingType(mb.received[input].scalar_type())) {
+          wrt.push_back(mb.received[input]);
+          inputIndex.push_back(input);
+        }
+    size_t firstParam = wrt.size();
+    std::vector<std::string> paramNames;
+    for (const auto &[name, p] : trainable_)
+      if (!deferred.count(name)) {
+        wrt.push_back(p);
+        paramNames.push_back(name);
+      }
+    size_t firstLinear = wrt.size();
+    std::vector<size_t> linearIndex;
+    for (size_t l = 0; l < linears.size(); ++l) {
+      at::Tensor out = mb.captured.at(2 * l + 1).toTensor();
+      if (!out.requires_grad())
+        continue;
+      wrt.push_back(out);
+      linearIndex.push_back(l);
+    }
+    std::vector<at::Tensor> result;
+    if (!roots.empty() && !wrt.empty())
+      result = ::torch::autograd::grad(roots, wrt, grads,
+                                       /*retain_graph=*/false,
+                                       /*create_graph=*/false,
+                                       /*allow_unused=*/true);
+    else
+      result.assign(wrt.size(), at::Tensor());
+    mb.inputGrads.assign(myInputs.size(), at::Tensor());
+    for (size_t i = 0; i < firstParam; ++i)
+      mb.inputGrads[inputIndex[i]] =
+          result[i].defined() ? result[i] : at::zeros_like(wrt[i]);
+    for (size_t i = firstParam; i < firstLinear; ++i) {
+      if (!result[i].defined())
+        continue;
+      const std::string &name = paramNames[i - firstParam];
+      if (auto it = tiedContributions.find(name);
+          it != tiedContributions.end())
+        it->second[currentMicrobatch] = result[i];
+      at::Tensor p = wrt[i];
+      p.mutable_grad() =
+          p.grad().defined() ? p.grad() + result[i] : result[i];
+    }
+    for (size_t i = firstLinear; i < wrt.size(); ++i) {
+      if (!result[i].defined())
+        continue;
+      size_t l = linearIndex[i - firstLinear];
+      linearInputs[l].push_back(mb.captured[2 * l].toTensor().detach());
+      linearGrads[l].push_back(result[i]);
+    }
+    mb.outputs.clear();
+    mb.captured.clear();
+    mb.loss = at::Tensor();
+    mb.received.clear();
+    mb.gradBuffers.clear();
+  }
+
+  /// The W pass: each deferred linear's weight gradient over the step's
+  /// micro-batches as one product, G^T X, and its bias gradient as G's
+  /// column sums.
+  void weightGradients() {
+    if (linears.empty())
+      return;
+    Clock::time_point begin = Clock::now();
+    for (size_t l = 0; l < linears.size(); ++l) {
+      if (linearGrads[l].empty())
+        continue;
+      at::Tensor x = at::cat(linearInputs[l]);
+      at::Tensor g = at::cat(linearGrads[l]);
+      x = x.reshape({-1, x.size(-1)});
+      g = g.reshape({-1, g.size(-1)});
+      auto accumulate = [](at::Tensor p, const at::Tensor &grad) {
+        p.mutable_grad() = p.grad().defined() ? p.grad() + grad : grad;
+      };
+      accumulate(params.at(linears[l].weight), at::mm(g.t(), x));
+      if (!linears[l].bias.empty())
+        accumulate(params.at(linears[l].bias), g.sum(0));
+      linearInputs[l].clear();
+      linearGrads[l].clear();
+    }
+    Clock::time_point end = Clock::now();
+    double seconds = std::chrono::duration<double>(end - begin).count();
+    busySeconds += seconds;
+    if (!options.tracePath.empty())
+      events.push_back({std::to_string(rank) + "W", micros(begin),
+                        seconds * 1e6});
   }
 
   void sendBackward(MicroBatch &mb, int m) {
@@ -526,6 +638,8 @@ private:
       if (bytes > kExactTiedBytes)
         continue;
       auto &slots = tiedContributions[name];
+      if (!deferred.empty() || options.deferWeightGrads)
+        continue; // backwardInputs records the contributions
       p.register_hook([this, &slots](const at::Tensor &g) {
         slots[currentMicrobatch] = g.detach().clone();
         return at::Tensor();
@@ -607,7 +721,35 @@ private:
     return result;
   }
 
+  /// --defer-weight-grads: the linears whose weight gradients wait for the
+  /// W pass (not tied weights, whose gradients are summed per micro-batch).
+  void chooseDeferredLinears() {
+    if (!options.deferWeightGrads)
+      return;
+    std::set<std::string> tied;
+    for (const auto &[name, members] : tiedGroups)
+      tied.insert(name);
+    for (const Program::Linear &l : program->linearsWithOwnParameters()) {
+      auto trainable = [&](const std::string &name) {
+        return name.empty() || (params.count(name) &&
+                                params.at(name).requires_grad() &&
+                                !tied.count(name));
+      };
+      if (!trainable(l.weight) || !trainable(l.bias))
+        continue;
+      linears.push_back(l);
+      deferred.insert(l.weight);
+      if (!l.bias.empty())
+        deferred.insert(l.bias);
+      captureSlots.push_back(l.inputSlot);
+      captureSlots.push_back(l.outputSlot);
+    }
+    linearInputs.resize(linears.size());
+    linearGrads.resize(linears.size());
+  }
+
   void train() {
+    chooseDeferredLinears();
     registerTiedHooks();
     auto optimizer = makeOptimizer(options, trainableTensors());
     int64_t mbRows = argSpecs[0].sizes.at(0);
@@ -624,8 +766,7 @@ private:
                " micro-batches of " + std::to_string(mbRows) + " rows, " +
                std::to_string(numStages) + " stages on " +
                std::to_string(rdzv.worldSize) + " ranks");
-    llvm::json::Array stepMetrics;
-    std::vector<double> losses;
+    std::vector<double> losses, stepSeconds;
     double wallSeconds = 0;
     for (int step = firstStep; step <= options.steps; ++step) {
       Clock::time_point start = Clock::now();
@@ -666,6 +807,7 @@ private:
           break;
         case sched::Op::Step:
           waitSends();
+          weightGradients();
           if (step == 1 && !options.saveGradsPath.empty())
             saveGrads();
           if (options.clipGradNorm)
@@ -685,28 +827,49 @@ private:
                   std::to_string(options.steps) + " loss " +
                   formatDouble("%.6f", stepLoss) + " samples/s " +
                   formatDouble("%.1f", samples));
-        losses.push_back(stepLoss);
-        stepMetrics.push_back(llvm::json::Object{{"step", step},
-                                                 {"loss", stepLoss},
-                                                 {"step_time_s", seconds},
-                                                 {"samples_per_s", samples}});
       }
+      losses.push_back(stepLoss);
+      stepSeconds.push_back(seconds);
       if (options.checkpointEvery > 0 && !options.checkpointDir.empty() &&
           step % options.checkpointEvery == 0)
         checkpoint(*optimizer, step, cursor);
     }
-    finish(std::move(stepMetrics), wallSeconds);
+    finish(firstStep, losses, stepSeconds, wallSeconds);
   }
 
   /// Gathers busy times and in-flight peaks, writes metrics, the trace and
   /// the weights.
-  void finish(llvm::json::Array stepMetrics, double wallSeconds) {
+  /// A step's time is the slowest rank's.
+  void finish(int firstStep, const std::vector<double> &losses,
+              const std::vector<double> &stepSeconds, double wallSeconds) {
     int W = rdzv.worldSize;
+    int64_t n = static_cast<int64_t>(stepSeconds.size());
     at::Tensor stats = at::zeros({3 * W}, at::kDouble);
     stats[3 * rank] = busySeconds;
     stats[3 * rank + 1] = wallSeconds;
     stats[3 * rank + 2] = static_cast<double>(peakInflight);
+    at::Tensor times = at::zeros({W, std::max<int64_t>(n, 1)}, at::kDouble);
+    for (int64_t i = 0; i < n; ++i)
+      times[rank][i] = stepSeconds[i];
     comm->allReduceSum(stats, where() + ": gathering statistics")->wait();
+    comm->allReduceSum(times, where() + ": gathering step times")->wait();
+    llvm::json::Array stepMetrics;
+    int64_t mbRows = argSpecs[0].sizes.at(0);
+    for (int64_t i = 0; i < n; ++i) {
+      double slowest = 0;
+      llvm::json::Array perRank;
+      for (int r = 0; r < W; ++r) {
+        double t = times[r][i].item<double>();
+        slowest = std::max(slowest, t);
+        perRank.push_back(t);
+      }
+      stepMetrics.push_back(llvm::json::Object{
+          {"step", firstStep + i},
+          {"loss", losses[i]},
+          {"step_time_s", slowest},
+          {"samples_per_s", options.microbatches * mbRows / slowest},
+          {"rank_step_time_s", std::move(perRank)}});
+    }
     double busy = 0, wall = 0;
     llvm::json::Array peaks, busyPerRank;
     for (int r = 0; r < W; ++r) {
@@ -1070,6 +1233,10 @@ private:
   std::vector<std::pair<std::string, std::unique_ptr<Communicator>>> tiedComms;
   std::vector<CommHandlePtr> pendingSends;
   std::map<std::string, std::map<int, at::Tensor>> tiedContributions;
+  std::vector<Program::Linear> linears; // deferred weight gradients
+  std::set<std::string> deferred;
+  std::vector<int> captureSlots;
+  std::vector<std::vector<at::Tensor>> linearInputs, linearGrads;
   int currentMicrobatch = 0;
   double stepLoss = 0;
   double busySeconds = 0;

@@ -349,7 +349,9 @@ Program Program::compile(Block &body, const std::string &name) {
 
 std::vector<c10::IValue>
 Program::run(const std::vector<c10::IValue> &args,
-             const std::map<std::string, at::Tensor> &params) const {
+             const std::map<std::string, at::Tensor> &params,
+             const std::vector<int> *capture,
+             std::vector<c10::IValue> *captured) const {
   if (args.size() != argSlots.size())
     throw RuntimeError("expected " + std::to_string(argSlots.size()) +
                        " inputs but got " + std::to_string(args.size()));
@@ -410,5 +412,38 @@ Program::run(const std::vector<c10::IValue> &args,
   results.reserve(resultSlots.size());
   for (int s : resultSlots)
     results.push_back(slots[s]);
+  if (capture)
+    for (int s : *capture)
+      captured->push_back(slots[s]);
   return results;
+}
+
+std::vector<Program::Linear> Program::linearsWithOwnParameters() const {
+  std::map<int, int> uses;
+  for (const Instruction &inst : code)
+    for (int s : inst.inputs)
+      ++uses[s];
+  for (int s : resultSlots)
+    ++uses[s];
+  std::map<int, std::string> paramName;
+  for (const auto &[s, name] : paramSlots)
+    paramName[s] = name;
+  std::vector<Linear> result;
+  for (const Instruction &inst : code) {
+    if (inst.kind != Kind::Dispatch || inst.inputs.size() != 3 ||
+        inst.outputs.size() != 1)
+      continue;
+    const c10::OperatorName &name = inst.handle->schema().operator_name();
+    if (name.name != "aten::linear" || !name.overload_name.empty())
+      continue;
+    int weight = inst.inputs[1], bias = inst.inputs[2];
+    bool biasIsNone = isConstant[bias] && constantSlots[bias].isNone();
+    if (!paramName.count(weight) || uses[weight] != 1)
+      continue;
+    if (!biasIsNone && (!paramName.count(bias) || uses[bias] != 1))
+      continue;
+    result.push_back({inst.inputs[0], inst.outputs[0], paramName[weight],
+                      biasIsNone ? "" : paramName[bias]});
+  }
+  return result;
 }

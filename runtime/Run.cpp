@@ -32,6 +32,7 @@
 #include <chrono>
 #include <cstdio>
 #include <set>
+#include <unistd.h>
 
 using namespace mlir;
 using ::pippy::Program;
@@ -318,9 +319,19 @@ llvm::Error run(const RunOptions &options) {
     std::optional<Rendezvous> rdzv = Rendezvous::fromEnvironment();
     if (rdzv && rdzv->worldSize > 1)
       return runRank(options, *rdzv);
-    if (!options.checkpointDir.empty() || options.resume)
-      throw RuntimeError("--checkpoint-dir and --resume need a pipeline on "
-                         "more than one rank");
+    if (options.deferWeightGrads || !options.checkpointDir.empty() ||
+        options.resume || !options.scheduleText.empty()) {
+      // What only the pipeline executor does runs there, on a world of one.
+      char dir[] = "/tmp/pippy-run-XXXXXX";
+      if (!mkdtemp(dir))
+        throw RuntimeError("cannot create a directory in /tmp");
+      Rendezvous one;
+      one.storePath = std::string(dir) + "/store";
+      llvm::Error result = runRank(options, one);
+      std::remove(one.storePath.c_str());
+      rmdir(dir);
+      return result;
+    }
     Runner(options).run();
     return llvm::Error::success();
   } catch (const RuntimeError &e) {

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# `make demo`: import the embedded default model (examples/gpt), then train it
-# with pippy-run and show the loss falling.
+# `make demo`: import the embedded default model (examples/gpt), split it into
+# two stages, train it with 1F1B on two local processes, and write the trace.
 set -euo pipefail
 build=${1:-build}
 bin="$build/bin"
 out="$build/demo"
 mkdir -p "$out"
+start=$(date +%s)
 
 echo "== generating the default model (examples/gpt/gpt.py)"
 /usr/bin/python3 examples/gpt/gpt.py "$out"
@@ -15,12 +16,19 @@ echo "== pippy-import"
   -o "$out/gpt.mlir" --weights "$out/gpt.safetensors"
 echo "wrote $out/gpt.mlir ($(grep -c 'torch\.aten\.' "$out/gpt.mlir") ATen ops, $(grep -c 'pippy\.param' "$out/gpt.mlir") parameters)"
 
-echo "== pippy-run: 40 steps of 4 micro-batches, AdamW"
-"$bin/pippy-run" "$out/gpt.mlir" --nproc 1 --microbatches 4 --steps 40 \
-  --data "$out/data.safetensors" --loss cross_entropy --optimizer adamw \
-  --lr 0.003 --metrics "$out/metrics.json" \
+echo "== pippy-opt --pippy-split: two balanced stages"
+"$bin/pippy-opt" "$out/gpt.mlir" --pippy-split="stages=2 policy=balanced" \
+  -o "$out/gpt.pipe.mlir"
+"$bin/pippy-opt" "$out/gpt.pipe.mlir" --pippy-report -o /dev/null
+
+echo "== pippy-run: 2 processes, 1F1B, 40 steps of 4 micro-batches, AdamW"
+"$bin/pippy-run" "$out/gpt.pipe.mlir" --nproc 2 --schedule 1f1b \
+  --microbatches 4 --steps 40 --data "$out/data.safetensors" \
+  --loss cross_entropy --optimizer adamw --lr 0.003 \
+  --metrics "$out/metrics.json" --trace "$out/trace.json" \
   --save-weights "$out/gpt.trained.safetensors"
 
-echo "== done: metrics in $out/metrics.json, weights in $out/gpt.trained.safetensors"
-echo "(runs in one process for now; splitting into stages and running them on"
-echo " several processes with 1F1B is the next milestone)"
+echo "== done in $(( $(date +%s) - start )) s"
+echo "metrics:  $out/metrics.json"
+echo "trace:    $out/trace.json (open in https://ui.perfetto.dev or chrome://tracing)"
+echo "weights:  $out/gpt.trained.safetensors"

@@ -77,6 +77,12 @@ static cl::opt<int> checkpointEvery("checkpoint-every",
                                     cl::init(0));
 static cl::opt<bool> resume("resume",
                             cl::desc("continue from the last checkpoint"));
+static cl::opt<bool> deferWeightGrads(
+    "defer-weight-grads",
+    cl::desc("split each backward: input gradients per micro-batch, the "
+             "weight gradients of linear layers once per step as one matrix "
+             "product over all micro-batches (faster; rounding differs from "
+             "per-micro-batch accumulation in the last bits)"));
 static cl::opt<std::string> scheduleFile(
     "schedule-file",
     cl::desc("read the schedule's action lists from a file (text form: one "
@@ -135,6 +141,7 @@ int main(int argc, char **argv) {
   options.checkpointDir = checkpointDir;
   options.checkpointEvery = checkpointEvery;
   options.resume = resume;
+  options.deferWeightGrads = deferWeightGrads;
   if (!scheduleFile.empty()) {
     auto buffer = MemoryBuffer::getFile(scheduleFile);
     if (!buffer) {

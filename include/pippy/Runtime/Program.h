@@ -55,9 +55,22 @@ public:
   static Program compile(mlir::Block &body, const std::string &name);
 
   /// Runs the program. `params` maps every parameter name to its tensor.
+  /// With `capture`, also appends the values of those slots to `captured`.
   std::vector<c10::IValue>
   run(const std::vector<c10::IValue> &args,
-      const std::map<std::string, at::Tensor> &params) const;
+      const std::map<std::string, at::Tensor> &params,
+      const std::vector<int> *capture = nullptr,
+      std::vector<c10::IValue> *captured = nullptr) const;
+
+  /// An `aten::linear` whose weight (and bias, if any) are parameters that
+  /// nothing else in the program uses: its weight gradient over many
+  /// micro-batches is one matrix product of the stacked output gradients
+  /// and inputs, which the executor can defer.
+  struct Linear {
+    int inputSlot, outputSlot;
+    std::string weight, bias; ///< bias empty when there is none
+  };
+  std::vector<Linear> linearsWithOwnParameters() const;
 
   /// Parameter names in first-use order, with their static types.
   const std::vector<std::pair<std::string, TensorSpec>> &parameters() const {

@@ -41,6 +41,7 @@ struct RunOptions {
   int checkpointEvery = 0;
   bool resume = false;
   std::string scheduleText;     ///< a schedule in text form (overrides kind)
+  bool deferWeightGrads = false; ///< batch linear weight gradients per step
 };
 
 /// Runs training or inference as `options` say; prints progress lines.
