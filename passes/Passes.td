@@ -212,6 +212,58 @@ def PippyResolveSkips : Pass<"pippy-resolve-skips", "::mlir::func::FuncOp"> {
   ];
 }
 
+def PippyResolveTied : Pass<"pippy-resolve-tied", "::mlir::func::FuncOp"> {
+  let summary = "Chooses how tied weights reach the stages that share them";
+  let description = [{
+    Outlining gives every stage that uses a parameter its own
+    `pippy.param`, and the pipeline a tied group listing those stages.
+    `mode=replicate` (default) keeps that: each stage holds a copy, the
+    runtime makes the copies equal at the start and sums their gradients
+    before every optimizer step. `mode=transmit` keeps the weight only in
+    the first stage of its group, which yields it as one more result; every
+    other stage of the group takes it as one more operand instead of its
+    `pippy.param`, so the weight travels forward like an activation and its
+    gradient comes back like one. The tied group is then gone.
+
+    Before (`wte.weight` tied between stages 0 and 1):
+
+    ```mlir
+    %0 = pippy.pipeline tied [#pippy.tied_group<"wte.weight", stages = [0, 1]>] -> ... {
+      %s0 = pippy.stage 0 (%x) ... {
+        %w = pippy.param "wte.weight" : ...
+        ...
+        pippy.yield %h : ...
+      }
+      %s1 = pippy.stage 1 (%s0) ... {
+      ^bb0(%h: ...):
+        %w = pippy.param "wte.weight" : ...
+        ...
+      }
+    }
+    ```
+
+    After `--pippy-resolve-tied="mode=transmit"`:
+
+    ```mlir
+    %0 = pippy.pipeline -> ... {
+      %s0:2 = pippy.stage 0 (%x) ... {
+        %w = pippy.param "wte.weight" : ...
+        ...
+        pippy.yield %h, %w : ...
+      }
+      %s1 = pippy.stage 1 (%s0#0, %s0#1) ... {
+      ^bb0(%h: ..., %w: ...):
+        ...
+      }
+    }
+    ```
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", /*default=*/"\"replicate\"",
+           "replicate or transmit">,
+  ];
+}
+
 def PippyReport : Pass<"pippy-report", "::mlir::ModuleOp"> {
   let summary = "Prints a table of each pipeline's stages";
   let description = [{
@@ -221,7 +273,11 @@ def PippyReport : Pass<"pippy-report", "::mlir::ModuleOp"> {
     of its ops, per micro-batch), bytes received from and sent to other
     stages per micro-batch (model inputs and outputs not counted),
     and the predicted cost the balancer uses (FLOPs + bytes moved + bytes
-    received + bytes sent); then the balance ratio, slowest stage over mean.
+    received + bytes sent); then the balance ratio, slowest stage over mean,
+    and the optimum: the smallest bottleneck any contiguous split of the same
+    ops into as many stages reaches under that objective (the balancer's
+    partition, recomputed), so a hand-placed split shows how far it is from
+    the best.
     A tied parameter counts in every stage that holds a copy. The IR is not
     changed. `format=json` prints the same as one JSON object per pipeline.
 
@@ -230,6 +286,7 @@ def PippyReport : Pass<"pippy-report", "::mlir::ModuleOp"> {
     stage  ops  params  param_bytes  flops  bytes_moved  activation_bytes  recv_bytes  send_bytes  predicted
     0      ...
     balance ratio (slowest / mean): 1.08
+    bottleneck: 5210; optimum for 2 stages: 5210 (bottleneck / optimum: 1.000)
     ```
   }];
   let options = [

@@ -1,9 +1,8 @@
-//===- Pipelines.cpp - pass pipelines of pippy-opt
-//-------------------------===//
+//===- Pipelines.cpp - pass pipelines of pippy-opt ------------------------===//
 //
-// `--pippy-split="stages=N policy=balanced|params|uniform skips=direct|relay"`:
-// place split points (unless markers exist), outline the stages, resolve
-// skip connections.
+// `--pippy-split="stages=N policy=balanced|params|uniform skips=direct|relay
+// tied=replicate|transmit"`: place split points (unless markers exist),
+// outline the stages, resolve tied weights, then skip connections.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,6 +25,9 @@ struct SplitOptions : public PassPipelineOptions<SplitOptions> {
                              llvm::cl::init("balanced")};
   Option<std::string> skips{*this, "skips", llvm::cl::desc("direct or relay"),
                             llvm::cl::init("direct")};
+  Option<std::string> tied{*this, "tied",
+                           llvm::cl::desc("replicate or transmit"),
+                           llvm::cl::init("replicate")};
 };
 
 } // namespace
@@ -43,6 +45,9 @@ void mlir::pippy::registerPippyPipelines() {
         PippyOutlineStagesOptions outline;
         outline.singleStage = options.stages == 1;
         pm.addNestedPass<func::FuncOp>(createPippyOutlineStages(outline));
+        PippyResolveTiedOptions tied;
+        tied.mode = options.tied;
+        pm.addNestedPass<func::FuncOp>(createPippyResolveTied(tied));
         PippyResolveSkipsOptions skips;
         skips.mode = options.skips;
         pm.addNestedPass<func::FuncOp>(createPippyResolveSkips(skips));

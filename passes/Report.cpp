@@ -8,6 +8,7 @@
 #include "pippy/Analysis/CostModel.h"
 #include "pippy/Analysis/GraphIR.h"
 #include "pippy/Dialect/Pippy/PippyDialect.h"
+#include "pippy/Analysis/Partition.h"
 #include "pippy/Passes/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -17,6 +18,8 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+
+#include <functional>
 
 #define DEBUG_TYPE "pippy-report"
 
@@ -71,6 +74,69 @@ StageRow measure(pd::StageOp stage) {
   return row;
 }
 
+/// The smallest bottleneck any split of the pipeline's ops (in stage order)
+/// into the same number of stages reaches under the balancer's objective:
+/// op costs plus the bytes of the values live across each cut. Values are
+/// followed through stage arguments and results to the op that made them.
+int64_t optimalBottleneck(pd::PipelineOp pipeline) {
+  std::vector<Operation *> ops;
+  for (pd::StageOp stage : pipeline.getStages())
+    for (Operation &op : stage.getBody().front().without_terminator())
+      if (!isa<pd::ParamOp>(op) && !::pippy::isReplicable(&op))
+        ops.push_back(&op);
+  size_t numStages = llvm::range_size(pipeline.getStages());
+  if (ops.empty() || numStages > ops.size())
+    return 0;
+  llvm::DenseMap<Operation *, size_t> position;
+  for (auto [i, op] : llvm::enumerate(ops))
+    position[op] = i;
+  // The op result a value stands for (none for the model's inputs).
+  std::function<Value(Value)> canonical = [&](Value v) -> Value {
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      auto stage = dyn_cast<pd::StageOp>(arg.getOwner()->getParentOp());
+      if (!stage)
+        return Value();
+      return canonical(stage.getInputs()[arg.getArgNumber()]);
+    }
+    if (auto stage = v.getDefiningOp<pd::StageOp>()) {
+      Operation *yield = stage.getBody().front().getTerminator();
+      return canonical(yield->getOperand(cast<OpResult>(v).getResultNumber()));
+    }
+    return v;
+  };
+  llvm::DenseMap<Value, size_t> lastUse;
+  for (auto [i, op] : llvm::enumerate(ops))
+    for (Value operand : op->getOperands())
+      if (Value c = canonical(operand))
+        lastUse[c] = std::max(lastUse.lookup(c), i);
+  auto yield = pipeline.getBody().front().getTerminator();
+  for (Value out : yield->getOperands())
+    if (Value c = canonical(out))
+      lastUse[c] = ops.size();
+  ::pippy::PartitionProblem problem;
+  problem.opCost.assign(ops.size(), 0);
+  problem.cutCost.assign(ops.size() + 1, 0);
+  std::vector<int64_t> delta(ops.size() + 2, 0);
+  for (auto [d, op] : llvm::enumerate(ops)) {
+    ::pippy::OpCost cost = ::pippy::estimateOpCost(op);
+    problem.opCost[d] = cost.flops + cost.bytes;
+    for (Value result : op->getResults()) {
+      auto it = lastUse.find(result);
+      if (it == lastUse.end() || it->second <= d)
+        continue;
+      int64_t bytes = ::pippy::getTensorBytes(result.getType());
+      delta[d + 1] += bytes;
+      delta[it->second + 1] -= bytes;
+    }
+  }
+  int64_t live = 0;
+  for (size_t cut = 1; cut < ops.size(); ++cut) {
+    live += delta[cut];
+    problem.cutCost[cut] = live;
+  }
+  return ::pippy::partitionOptimal(problem, numStages).bottleneck;
+}
+
 struct ReportPass : public pd::impl::PippyReportBase<ReportPass> {
   using Base::Base;
 
@@ -93,10 +159,11 @@ struct ReportPass : public pd::impl::PippyReportBase<ReportPass> {
       }
       double mean = rows.empty() ? 0 : double(total) / rows.size();
       double ratio = mean > 0 ? slowest / mean : 1.0;
+      int64_t optimum = optimalBottleneck(pipeline);
       if (format == "json")
-        printJson(rows, ratio);
+        printJson(rows, ratio, slowest, optimum);
       else
-        printText(rows, ratio);
+        printText(rows, ratio, slowest, optimum);
     });
     if (!any)
       getOperation().emitWarning("no pippy.pipeline to report on; split the "
@@ -104,7 +171,8 @@ struct ReportPass : public pd::impl::PippyReportBase<ReportPass> {
     markAllAnalysesPreserved();
   }
 
-  void printText(const std::vector<StageRow> &rows, double ratio) {
+  void printText(const std::vector<StageRow> &rows, double ratio,
+                 int64_t slowest, int64_t optimum) {
     llvm::raw_ostream &os = llvm::outs();
     os << llvm::formatv("{0,-6}{1,8}{2,8}{3,14}{4,16}{5,14}{6,18}{7,12}{8,12}"
                         "{9,16}\n",
@@ -118,9 +186,14 @@ struct ReportPass : public pd::impl::PippyReportBase<ReportPass> {
                           r.bytesMoved, r.activationBytes, r.recvBytes,
                           r.sendBytes, r.predicted());
     os << llvm::formatv("balance ratio (slowest / mean): {0:f3}\n", ratio);
+    os << llvm::formatv("bottleneck: {0}; optimum for {1} stages: {2} "
+                        "(bottleneck / optimum: {3:f3})\n",
+                        slowest, rows.size(), optimum,
+                        optimum > 0 ? double(slowest) / optimum : 1.0);
   }
 
-  void printJson(const std::vector<StageRow> &rows, double ratio) {
+  void printJson(const std::vector<StageRow> &rows, double ratio,
+                 int64_t slowest, int64_t optimum) {
     llvm::json::Array stages;
     for (const StageRow &r : rows)
       stages.push_back(
@@ -135,7 +208,9 @@ struct ReportPass : public pd::impl::PippyReportBase<ReportPass> {
                              {"send_bytes", r.sendBytes},
                              {"predicted", r.predicted()}});
     llvm::json::Object report{{"stages", std::move(stages)},
-                              {"balance_ratio", ratio}};
+                              {"balance_ratio", ratio},
+                              {"bottleneck", slowest},
+                              {"optimum", optimum}};
     llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(report)))
                  << "\n";
   }

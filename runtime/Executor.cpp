@@ -347,7 +347,8 @@ private:
   void record(const sched::Action &action, Clock::time_point begin) {
     Clock::time_point end = Clock::now();
     double duration = std::chrono::duration<double>(end - begin).count();
-    if (action.op == sched::Op::Forward || action.op == sched::Op::Backward)
+    if (action.op == sched::Op::Forward || action.op == sched::Op::Backward ||
+        action.op == sched::Op::Step)
       busySeconds += duration;
     if (!options.tracePath.empty())
       events.push_back({action.str(), micros(begin), duration * 1e6});
@@ -598,8 +599,7 @@ private:
     }
     Clock::time_point end = Clock::now();
     double seconds = std::chrono::duration<double>(end - begin).count();
-    busySeconds += seconds;
-    if (!options.tracePath.empty())
+    if (!options.tracePath.empty()) // inside STEP, which counts as busy
       events.push_back({std::to_string(rank) + "W", micros(begin),
                         seconds * 1e6});
   }

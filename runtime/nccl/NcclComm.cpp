@@ -1,0 +1,265 @@
+//===- NcclComm.cpp - the NCCL engine --------------------------------------===//
+
+#include "NcclComm.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <unistd.h>
+
+using namespace pippy::nccl;
+
+namespace {
+
+void cudaCheck(cudaError_t status, const std::string &what) {
+  if (status != cudaSuccess)
+    throw NcclError(what + ": " + cudaGetErrorString(status));
+}
+
+std::string hex(const char *bytes, size_t n) {
+  static const char digits[] = "0123456789abcdef";
+  std::string text;
+  for (size_t i = 0; i < n; ++i) {
+    text += digits[(bytes[i] >> 4) & 15];
+    text += digits[bytes[i] & 15];
+  }
+  return text;
+}
+
+bool unhex(const std::string &text, char *bytes, size_t n) {
+  if (text.size() != 2 * n)
+    return false;
+  auto value = [](char c) {
+    return c >= 'a' ? c - 'a' + 10 : c - '0';
+  };
+  for (size_t i = 0; i < n; ++i)
+    bytes[i] = static_cast<char>(value(text[2 * i]) << 4 |
+                                 value(text[2 * i + 1]));
+  return true;
+}
+
+} // namespace
+
+void DirectoryStore::set(const std::string &key, const std::string &value) {
+  std::string path = directory + "/" + key;
+  std::string tmp = path + ".tmp." + std::to_string(getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out << value;
+    if (!out)
+      throw NcclError("cannot write " + tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw NcclError("cannot rename " + tmp + " to " + path);
+}
+
+std::string DirectoryStore::get(const std::string &key,
+                                std::chrono::milliseconds timeout) {
+  std::string path = directory + "/" + key;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    std::ifstream in(path, std::ios::binary);
+    if (in) {
+      std::stringstream text;
+      text << in.rdbuf();
+      return text.str();
+    }
+    if (std::chrono::steady_clock::now() > deadline)
+      throw NcclError("no value for '" + key + "' in " + directory +
+                      " within " + std::to_string(timeout.count()) + " ms");
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+Handle::Handle(Communicator &comm, std::string what)
+    : comm(&comm), what(std::move(what)) {
+  cudaCheck(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
+            this->what + ": cudaEventCreate");
+  cudaCheck(cudaEventRecord(event, comm.stream()),
+            this->what + ": cudaEventRecord");
+}
+
+Handle::Handle(Handle &&other) noexcept
+    : comm(other.comm), event(other.event), what(std::move(other.what)) {
+  other.event = nullptr;
+}
+
+Handle::~Handle() {
+  if (event)
+    cudaEventDestroy(event);
+}
+
+void Handle::wait() {
+  if (!event)
+    return;
+  auto deadline = std::chrono::steady_clock::now() + comm->timeout();
+  for (;;) {
+    cudaError_t status = cudaEventQuery(event);
+    if (status == cudaSuccess)
+      break;
+    if (status != cudaErrorNotReady)
+      throw NcclError(what + ": " + cudaGetErrorString(status));
+    comm->checkAsyncError(what);
+    if (std::chrono::steady_clock::now() > deadline) {
+      comm->abort();
+      throw NcclError(what + ": not done within " +
+                      std::to_string(comm->timeout().count()) +
+                      " ms (a peer died or hangs); communicator aborted");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  cudaEventDestroy(event);
+  event = nullptr;
+}
+
+Communicator::Communicator(Store &store, const std::string &key, int rank,
+                           int size, int device,
+                           std::chrono::milliseconds timeout)
+    : rankId(rank), worldSize(size), waitLimit(timeout) {
+  if (rank < 0 || rank >= size)
+    throw NcclError("rank " + std::to_string(rank) + " outside a world of " +
+                    std::to_string(size));
+  cudaCheck(cudaSetDevice(device), "cudaSetDevice(" +
+                                       std::to_string(device) + ")");
+  cudaCheck(cudaStreamCreateWithFlags(&cudaStream, cudaStreamNonBlocking),
+            "cudaStreamCreate");
+  ncclUniqueId id;
+  if (rank == 0) {
+    check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    store.set(key, hex(id.internal, sizeof(id.internal)));
+  } else if (!unhex(store.get(key, timeout), id.internal,
+                    sizeof(id.internal))) {
+    throw NcclError("the store's value for '" + key +
+                    "' is not an NCCL unique id");
+  }
+  // Non-blocking initialisation, so that a missing rank times out instead
+  // of hanging here.
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclResult_t result = ncclCommInitRankConfig(&comm, size, id, rank, &config);
+  if (result != ncclSuccess && result != ncclInProgress)
+    check(result, "ncclCommInitRank");
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    ncclResult_t state;
+    check(ncclCommGetAsyncError(comm, &state), "ncclCommGetAsyncError");
+    if (state == ncclSuccess)
+      break;
+    if (state != ncclInProgress)
+      check(state, "ncclCommInitRank");
+    if (std::chrono::steady_clock::now() > deadline) {
+      abort();
+      throw NcclError("rank " + std::to_string(rank) +
+                      ": the other ranks did not join within " +
+                      std::to_string(timeout.count()) + " ms");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+Communicator::~Communicator() {
+  if (comm && !aborted)
+    ncclCommDestroy(comm);
+  if (cudaStream)
+    cudaStreamDestroy(cudaStream);
+}
+
+void Communicator::check(ncclResult_t result, const std::string &what) {
+  if (result == ncclSuccess || result == ncclInProgress)
+    return;
+  std::string detail = ncclGetErrorString(result);
+  if (comm)
+    if (const char *last = ncclGetLastError(comm); last && *last)
+      detail += std::string(" (") + last + ")";
+  throw NcclError("rank " + std::to_string(rankId) + ": " + what + ": " +
+                  detail);
+}
+
+void Communicator::checkAsyncError(const std::string &what) {
+  ncclResult_t state;
+  check(ncclCommGetAsyncError(comm, &state), what);
+  if (state != ncclSuccess && state != ncclInProgress) {
+    abort();
+    check(state, what);
+  }
+}
+
+void Communicator::abort() {
+  if (comm && !aborted) {
+    ncclCommAbort(comm);
+    aborted = true;
+  }
+}
+
+Handle Communicator::finish(const std::string &what) {
+  // Inside a group, the handle of groupEnd covers the operations.
+  return Handle(*this, what);
+}
+
+Handle Communicator::send(const void *buffer, size_t count,
+                          ncclDataType_t type, int peer,
+                          const std::string &what) {
+  check(ncclSend(buffer, count, type, peer, comm, cudaStream), what);
+  return finish(what);
+}
+
+Handle Communicator::recv(void *buffer, size_t count, ncclDataType_t type,
+                          int peer, const std::string &what) {
+  check(ncclRecv(buffer, count, type, peer, comm, cudaStream), what);
+  return finish(what);
+}
+
+Handle Communicator::allReduceSum(const void *in, void *out, size_t count,
+                                  ncclDataType_t type,
+                                  const std::string &what) {
+  check(ncclAllReduce(in, out, count, type, ncclSum, comm, cudaStream), what);
+  return finish(what);
+}
+
+Handle Communicator::broadcast(const void *in, void *out, size_t count,
+                               ncclDataType_t type, int root,
+                               const std::string &what) {
+  check(ncclBroadcast(in, out, count, type, root, comm, cudaStream), what);
+  return finish(what);
+}
+
+void Communicator::barrier(const std::string &what) {
+  void *scratch = nullptr;
+  cudaCheck(cudaMalloc(&scratch, sizeof(float)), what + ": cudaMalloc");
+  cudaCheck(cudaMemsetAsync(scratch, 0, sizeof(float), cudaStream),
+            what + ": cudaMemset");
+  try {
+    allReduceSum(scratch, scratch, 1, ncclFloat, what).wait();
+  } catch (...) {
+    cudaFree(scratch);
+    throw;
+  }
+  cudaFree(scratch);
+}
+
+void Communicator::groupStart() {
+  check(ncclGroupStart(), "ncclGroupStart");
+  ++groupDepth;
+}
+
+Handle Communicator::groupEnd(const std::string &what) {
+  --groupDepth;
+  ncclResult_t result = ncclGroupEnd();
+  if (result == ncclInProgress) {
+    // Non-blocking communicators finish the group asynchronously.
+    auto deadline = std::chrono::steady_clock::now() + waitLimit;
+    ncclResult_t state = ncclInProgress;
+    while (state == ncclInProgress) {
+      check(ncclCommGetAsyncError(comm, &state), what);
+      if (std::chrono::steady_clock::now() > deadline) {
+        abort();
+        throw NcclError(what + ": group not launched within the timeout");
+      }
+    }
+    check(state, what);
+  } else {
+    check(result, what);
+  }
+  return finish(what);
+}
