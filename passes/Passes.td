@@ -166,6 +166,27 @@ def PippyPlaceSplitPoints
     Parameters and constants are not counted as ops. A function that already
     has markers is left alone, so hand-placed markers win.
 
+    `mem-cap=BYTES` keeps every stage's parameter bytes (each parameter at
+    its first use) plus activation bytes (its ops' results, one micro-batch)
+    at or under the cap, still optimally; a cap no split can meet is an
+    error.
+
+    `profile=FILE` replaces the cost model with measured times, as
+    `pippy-run --profile FILE` writes them (JSON):
+
+    ```json
+    {"format": "pippy-profile", "version": 1, "transfer_ns_per_byte": 1.0,
+     "ops": [{"index": 0, "op": "torch.aten.linear",
+              "forward_us": 41.5, "backward_us": 80.2}, ...]}
+    ```
+
+    `index` counts the ops this pass counts (not parameters or constants),
+    in op order; a pipeline's stages list them in the same order. An op
+    costs `forward_us + backward_us` (in ns, rounded) and a cut the bytes
+    crossing it times `transfer_ns_per_byte` (default 1). A profile whose op
+    count or op names differ from the function's is an error naming the
+    first difference.
+
     `--pippy-place-split-points="stages=2"` on three equal layers puts the
     marker after the second; `--pippy-split` runs this pass and then
     `--pippy-outline-stages`.
@@ -175,6 +196,11 @@ def PippyPlaceSplitPoints
            "number of pipeline stages">,
     Option<"policy", "policy", "std::string", /*default=*/"\"balanced\"",
            "balanced, params or uniform">,
+    Option<"memCap", "mem-cap", "int64_t", /*default=*/"0",
+           "most parameter + activation bytes per stage (0: no cap)">,
+    Option<"profile", "profile", "std::string", /*default=*/"\"\"",
+           "measured per-op times (pippy-run --profile) instead of the "
+           "cost model">,
   ];
   let dependentDialects = ["::mlir::pippy::PippyDialect"];
 }

@@ -1,7 +1,7 @@
 //===- Pipelines.cpp - pass pipelines of pippy-opt ------------------------===//
 //
 // `--pippy-split="stages=N policy=balanced|params|uniform skips=direct|relay
-// tied=replicate|transmit"`: place split points (unless markers exist),
+// tied=replicate|transmit mem-cap=BYTES profile=FILE"`: place split points (unless markers exist),
 // outline the stages, resolve tied weights, then skip connections.
 //
 //===----------------------------------------------------------------------===//
@@ -25,6 +25,13 @@ struct SplitOptions : public PassPipelineOptions<SplitOptions> {
                              llvm::cl::init("balanced")};
   Option<std::string> skips{*this, "skips", llvm::cl::desc("direct or relay"),
                             llvm::cl::init("direct")};
+  Option<int64_t> memCap{*this, "mem-cap",
+                         llvm::cl::desc("most parameter + activation bytes "
+                                        "per stage (0: no cap)"),
+                         llvm::cl::init(0)};
+  Option<std::string> profile{
+      *this, "profile",
+      llvm::cl::desc("measured per-op times (pippy-run --profile)")};
   Option<std::string> tied{*this, "tied",
                            llvm::cl::desc("replicate or transmit"),
                            llvm::cl::init("replicate")};
@@ -41,6 +48,8 @@ void mlir::pippy::registerPippyPipelines() {
         PippyPlaceSplitPointsOptions place;
         place.stages = options.stages;
         place.policy = options.policy;
+        place.memCap = options.memCap;
+        place.profile = options.profile;
         pm.addNestedPass<func::FuncOp>(createPippyPlaceSplitPoints(place));
         PippyOutlineStagesOptions outline;
         outline.singleStage = options.stages == 1;

@@ -14,6 +14,10 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <cmath>
 
 #define DEBUG_TYPE "pippy-place-split-points"
 
@@ -26,6 +30,62 @@ using namespace mlir;
 namespace pd = mlir::pippy;
 
 namespace {
+
+/// A measured profile: per-op nanoseconds and the cost of a byte sent.
+struct Profile {
+  std::vector<int64_t> opNanoseconds;
+  double nsPerByte = 1.0;
+};
+
+/// Reads `path` (the format in Passes.td) and checks it against `ops`.
+FailureOr<Profile> readProfile(func::FuncOp func, StringRef path,
+                               ArrayRef<Operation *> ops) {
+  auto fail = [&](const Twine &message) {
+    func.emitError("profile ") << path << ": " << message;
+    return failure();
+  };
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    return fail("cannot read it: " + buffer.getError().message());
+  llvm::Expected<llvm::json::Value> json =
+      llvm::json::parse((*buffer)->getBuffer());
+  if (!json)
+    return fail(llvm::toString(json.takeError()));
+  const llvm::json::Object *root = json->getAsObject();
+  if (!root || root->getString("format") != "pippy-profile")
+    return fail("not a pippy profile (no \"format\": \"pippy-profile\")");
+  const llvm::json::Array *entries = root->getArray("ops");
+  if (!entries)
+    return fail("no \"ops\" array");
+  Profile profile;
+  profile.nsPerByte = root->getNumber("transfer_ns_per_byte").value_or(1.0);
+  if (entries->size() != ops.size())
+    return fail("it has " + Twine(entries->size()) +
+                " ops but the function has " + Twine(ops.size()) +
+                " (parameters and constants not counted); was it measured "
+                "on this model?");
+  profile.opNanoseconds.assign(ops.size(), -1);
+  for (const llvm::json::Value &v : *entries) {
+    const llvm::json::Object *entry = v.getAsObject();
+    std::optional<int64_t> index = entry ? entry->getInteger("index") : std::nullopt;
+    std::optional<double> forward =
+        entry ? entry->getNumber("forward_us") : std::nullopt;
+    if (!index || !forward || *index < 0 || *index >= (int64_t)ops.size())
+      return fail("an entry lacks a valid \"index\" or \"forward_us\"");
+    std::optional<StringRef> name = entry->getString("op");
+    StringRef actual = ops[*index]->getName().getStringRef();
+    if (name && *name != actual)
+      return fail("op " + Twine(*index) + " is " + *name +
+                  " in the profile but " + actual + " in the function");
+    double backward = entry->getNumber("backward_us").value_or(2 * *forward);
+    profile.opNanoseconds[*index] =
+        std::llround((*forward + backward) * 1000.0);
+  }
+  for (auto [i, ns] : llvm::enumerate(profile.opNanoseconds))
+    if (ns < 0)
+      return fail("no entry for op " + Twine(i));
+  return profile;
+}
 
 struct PlaceSplitPointsPass
     : public pd::impl::PippyPlaceSplitPointsBase<PlaceSplitPointsPass> {
@@ -64,11 +124,44 @@ struct PlaceSplitPointsPass
       return signalPassFailure();
     }
 
+    std::optional<Profile> measured;
+    if (!profile.empty()) {
+      if (policy != "balanced") {
+        func.emitError("profile= goes with policy=balanced, not ")
+            << policy;
+        return signalPassFailure();
+      }
+      FailureOr<Profile> read = readProfile(func, profile, ops);
+      if (failed(read))
+        return signalPassFailure();
+      measured = std::move(*read);
+    }
+
     ::pippy::PartitionProblem problem;
     problem.opCost.assign(ops.size(), 0);
     problem.cutCost.assign(ops.size() + 1, 0);
     llvm::StringSet<> seenParams;
+    if (memCap > 0) {
+      // Parameters at their first use, plus the op's results.
+      problem.memoryCap = memCap;
+      problem.opMemory.assign(ops.size(), 0);
+      llvm::StringSet<> held;
+      for (auto [i, op] : llvm::enumerate(ops)) {
+        op->walk([&](Operation *inner) {
+          for (Value v : inner->getOperands())
+            if (auto param = v.getDefiningOp<pd::ParamOp>())
+              if (held.insert(param.getName()).second)
+                problem.opMemory[i] += ::pippy::getTensorBytes(param.getType());
+        });
+        for (Value result : op->getResults())
+          problem.opMemory[i] += ::pippy::getTensorBytes(result.getType());
+      }
+    }
     for (auto [i, op] : llvm::enumerate(ops)) {
+      if (measured) {
+        problem.opCost[i] = measured->opNanoseconds[i];
+        continue;
+      }
       if (policy == "uniform") {
         problem.opCost[i] = 1;
         continue;
@@ -111,11 +204,23 @@ struct PlaceSplitPointsPass
       int64_t live = 0;
       for (size_t cut = 1; cut < ops.size(); ++cut) {
         live += delta[cut];
-        problem.cutCost[cut] = live;
+        problem.cutCost[cut] =
+            measured ? std::llround(live * measured->nsPerByte) : live;
       }
     }
 
     ::pippy::Partition partition = ::pippy::partitionOptimal(problem, stages);
+    if (partition.starts.empty()) {
+      int64_t largest = 0;
+      for (int64_t m : problem.opMemory)
+        largest = std::max(largest, m);
+      func.emitError("no split into ")
+          << static_cast<unsigned>(stages)
+          << " stages keeps every stage within mem-cap=" << static_cast<int64_t>(memCap)
+          << " bytes (parameters + activations; the largest op alone needs "
+          << largest << ")";
+      return signalPassFailure();
+    }
     OpBuilder builder(&getContext());
     for (size_t k = 1; k < partition.starts.size(); ++k) {
       builder.setInsertionPoint(ops[partition.starts[k]]);

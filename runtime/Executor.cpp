@@ -22,6 +22,7 @@
 
 #include "Common.h"
 
+#include "pippy/Analysis/GraphIR.h"
 #include "pippy/Dialect/Pippy/PippyDialect.h"
 #include "pippy/Schedule/Schedule.h"
 
@@ -243,6 +244,7 @@ private:
 
     program = std::make_unique<Program>(Program::compile(
         stages[rank].getBody().front(), "stage " + std::to_string(rank)));
+    opNanoseconds.assign(program->countedOps().size(), 0);
   }
 
   /// Parameter names of a stage in first-use order, with their specs.
@@ -423,7 +425,10 @@ private:
     mb.outputs = program->run(inputs, params,
                               training && !deferred.empty() ? &captureSlots
                                                             : nullptr,
-                              &mb.captured);
+                              &mb.captured,
+                              options.profilePath.empty() ? nullptr
+                                                          : &opNanoseconds);
+    ++forwardsRun;
     if (training && rank == outputStage) {
       at::Tensor target = options.loss == "none"
                               ? at::Tensor()
@@ -769,6 +774,13 @@ private:
     std::vector<double> losses, stepSeconds;
     double wallSeconds = 0;
     for (int step = firstStep; step <= options.steps; ++step) {
+      if (step == firstStep + 1) {
+        // --profile: the first step warms up allocators and caches; measure
+        // the others.
+        std::fill(opNanoseconds.begin(), opNanoseconds.end(), 0);
+        forwardsRun = 0;
+        backwardSeconds = 0;
+      }
       Clock::time_point start = Clock::now();
       optimizer->zero_grad();
       stepLoss = 0;
@@ -783,9 +795,13 @@ private:
           forward(mbs[m], m, cursor + m * mbRows, /*training=*/true);
           peakInflight = std::max(peakInflight, ++inflight);
           break;
-        case sched::Op::Backward:
+        case sched::Op::Backward: {
           currentMicrobatch = m;
+          Clock::time_point b0 = Clock::now();
           backward(mbs[m]);
+          backwardSeconds +=
+              std::chrono::duration<double>(Clock::now() - b0).count();
+        }
           --inflight;
           break;
         case sched::Op::SendF:
@@ -890,9 +906,68 @@ private:
                                    {"ranks", W}});
     if (!options.tracePath.empty())
       writeTrace();
+    if (!options.profilePath.empty())
+      writeProfile();
     if (!options.saveWeightsPath.empty())
       saveWeights();
     comm->barrier(where() + ": waiting for every rank to finish");
+  }
+
+  /// The ops the balancer counts in stages before this one.
+  int countedOpsBefore(int stage) {
+    int count = 0;
+    for (int s = 0; s < stage; ++s)
+      for (Operation &op : stages[s].getBody().front().without_terminator())
+        if (!::pippy::isReplicable(&op))
+          ++count;
+    return count;
+  }
+
+  /// Mean forward time per micro-batch of every op, and the stage's
+  /// backward time split over its ops in proportion to their forward times,
+  /// in the format `--pippy-split profile=F` reads (Passes.td).
+  void writeProfile() {
+    const std::vector<std::string> &names = program->countedOps();
+    double forwardTotal = 0;
+    for (int64_t ns : opNanoseconds)
+      forwardTotal += ns;
+    double runs = std::max<int64_t>(forwardsRun, 1);
+    int offset = countedOpsBefore(rank);
+    llvm::json::Array mine;
+    for (size_t i = 0; i < names.size(); ++i) {
+      double forwardUs = opNanoseconds[i] / runs / 1000.0;
+      double share = forwardTotal > 0 ? opNanoseconds[i] / forwardTotal : 0;
+      double backwardUs = backwardSeconds * 1e6 / runs * share;
+      mine.push_back(llvm::json::Object{{"index", offset + (int64_t)i},
+                                        {"op", names[i]},
+                                        {"stage", rank},
+                                        {"forward_us", forwardUs},
+                                        {"backward_us", backwardUs}});
+    }
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << llvm::json::Value(std::move(mine));
+    os.flush();
+    std::vector<std::string> all = gatherStrings(text, 0x7ffe0000);
+    if (rank != 0)
+      return;
+    llvm::json::Array ops;
+    for (int r = 0; r < rdzv.worldSize; ++r) {
+      llvm::Expected<llvm::json::Value> part = llvm::json::parse(all[r]);
+      if (!part)
+        throw RuntimeError("rank " + std::to_string(r) +
+                           " sent a malformed profile: " +
+                           llvm::toString(part.takeError()));
+      for (llvm::json::Value &v : *part->getAsArray())
+        ops.push_back(std::move(v));
+    }
+    writeJson(options.profilePath,
+              llvm::json::Object{{"format", "pippy-profile"},
+                                 {"version", 1},
+                                 {"transfer_ns_per_byte", 1.0},
+                                 {"microbatches_measured", forwardsRun},
+                                 {"ops", std::move(ops)}});
+    printLine("wrote the profile to " + options.profilePath);
   }
 
   //===--------------------------------------------------------------------===//
@@ -963,6 +1038,8 @@ private:
     }
     if (!options.tracePath.empty())
       writeTrace();
+    if (!options.profilePath.empty())
+      writeProfile();
     comm->barrier(where() + ": waiting for every rank to finish");
   }
 
@@ -1238,6 +1315,9 @@ private:
   std::vector<int> captureSlots;
   std::vector<std::vector<at::Tensor>> linearInputs, linearGrads;
   int currentMicrobatch = 0;
+  std::vector<int64_t> opNanoseconds; // --profile, per counted op
+  int64_t forwardsRun = 0;
+  double backwardSeconds = 0;
   double stepLoss = 0;
   double busySeconds = 0;
   int peakInflight = 0;

@@ -7,6 +7,7 @@
 
 #include "pippy/Runtime/Program.h"
 
+#include "pippy/Analysis/GraphIR.h"
 #include "pippy/Dialect/Pippy/PippyDialect.h"
 #include "pippy/Dialect/Torch/TorchDialect.h"
 #include "pippy/Support/OpNames.h"
@@ -18,6 +19,8 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <ATen/ATen.h>
+
+#include <chrono>
 
 using namespace mlir;
 namespace td = ::mlir::torch;
@@ -225,6 +228,11 @@ Program Program::compile(Block &body, const std::string &name) {
   std::map<std::string, int> paramSlotByName;
   for (Operation &operation : body) {
     Operation *op = &operation;
+    int countedOp = -1;
+    if (!op->hasTrait<OpTrait::IsTerminator>() && !::pippy::isReplicable(op)) {
+      countedOp = static_cast<int>(program.countedOpNames.size());
+      program.countedOpNames.push_back(op->getName().getStringRef().str());
+    }
     if (isa<func::ReturnOp, pd::YieldOp>(op)) {
       for (Value v : op->getOperands())
         program.resultSlots.push_back(slot(v, op));
@@ -277,6 +285,7 @@ Program Program::compile(Block &body, const std::string &name) {
     }
 
     Instruction inst;
+    inst.countedOp = countedOp;
     for (Value operand : op->getOperands())
       inst.inputs.push_back(slot(operand, op));
 
@@ -351,7 +360,8 @@ std::vector<c10::IValue>
 Program::run(const std::vector<c10::IValue> &args,
              const std::map<std::string, at::Tensor> &params,
              const std::vector<int> *capture,
-             std::vector<c10::IValue> *captured) const {
+             std::vector<c10::IValue> *captured,
+             std::vector<int64_t> *opNanoseconds) const {
   if (args.size() != argSlots.size())
     throw RuntimeError("expected " + std::to_string(argSlots.size()) +
                        " inputs but got " + std::to_string(args.size()));
@@ -367,7 +377,10 @@ Program::run(const std::vector<c10::IValue> &args,
 
   ::torch::jit::Stack stack;
   stack.reserve(16);
+  std::chrono::steady_clock::time_point started;
   for (const Instruction &inst : code) {
+    if (opNanoseconds)
+      started = std::chrono::steady_clock::now();
     stack.clear();
     for (int s : inst.inputs)
       stack.push_back(slots[s]);
@@ -407,6 +420,11 @@ Program::run(const std::vector<c10::IValue> &args,
     }
     for (size_t i = 0; i < inst.outputs.size(); ++i)
       slots[inst.outputs[i]] = std::move(stack[i]);
+    if (opNanoseconds && inst.countedOp >= 0)
+      (*opNanoseconds)[inst.countedOp] +=
+          std::chrono::duration_cast<std::chrono::nanoseconds>(
+              std::chrono::steady_clock::now() - started)
+              .count();
   }
   std::vector<c10::IValue> results;
   results.reserve(resultSlots.size());

@@ -320,7 +320,8 @@ llvm::Error run(const RunOptions &options) {
     if (rdzv && rdzv->worldSize > 1)
       return runRank(options, *rdzv);
     if (options.deferWeightGrads || !options.checkpointDir.empty() ||
-        options.resume || !options.scheduleText.empty()) {
+        options.resume || !options.scheduleText.empty() ||
+        !options.profilePath.empty()) {
       // What only the pipeline executor does runs there, on a world of one.
       char dir[] = "/tmp/pippy-run-XXXXXX";
       if (!mkdtemp(dir))
@@ -332,6 +333,12 @@ llvm::Error run(const RunOptions &options) {
       rmdir(dir);
       return result;
     }
+    if (!options.tracePath.empty())
+      std::fprintf(stderr,
+                   "pippy-run: warning: --trace is written by the pipeline "
+                   "executor (pipelines on several ranks, or a one-stage "
+                   "pipeline with --defer-weight-grads or --profile); this "
+                   "run writes none\n");
     Runner(options).run();
     return llvm::Error::success();
   } catch (const RuntimeError &e) {

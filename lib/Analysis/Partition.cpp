@@ -8,12 +8,18 @@
 // running maximum: O(ops) per stage count. Binary search over integer T gives
 // the exact optimum.
 //
+// A memory cap limits each stage to starts i >= first(j), where first(j) is
+// the smallest i with mem(i, j) <= cap; first(j) never decreases as j grows,
+// so the candidates form a sliding window and a monotonic deque keeps its
+// maximum key, still O(ops) per stage count.
+//
 //===----------------------------------------------------------------------===//
 
 #include "pippy/Analysis/Partition.h"
 
 #include <algorithm>
 #include <cassert>
+#include <deque>
 #include <functional>
 #include <limits>
 
@@ -34,8 +40,9 @@ constexpr size_t kNone = std::numeric_limits<size_t>::max();
 /// With bottleneck `limit`, the start of every stage of a partition into
 /// exactly `stages` stages, or empty when there is none.
 std::vector<size_t> tryPartition(const std::vector<int64_t> &prefix,
-                                 const std::vector<int64_t> &cut, size_t stages,
-                                 int64_t limit) {
+                                 const std::vector<int64_t> &cut,
+                                 const std::vector<size_t> &firstStart,
+                                 size_t stages, int64_t limit) {
   size_t n = prefix.size() - 1;
   // parent[k][j]: start of the k-th stage (0-based) when stage k ends at j.
   std::vector<std::vector<size_t>> parent(stages,
@@ -44,21 +51,26 @@ std::vector<size_t> tryPartition(const std::vector<int64_t> &prefix,
   reachable[0] = 1; // zero stages cover the empty prefix
   for (size_t k = 0; k < stages; ++k) {
     std::fill(next.begin(), next.end(), 0);
-    int64_t bestKey = std::numeric_limits<int64_t>::min();
-    size_t bestStart = kNone;
+    // Candidate starts in increasing order with decreasing keys: the front
+    // is the best start still inside the window.
+    std::deque<size_t> window;
     for (size_t j = 1; j <= n; ++j) {
       size_t i = j - 1; // cut i becomes a candidate start for stages ending
                         // at j or later (stages are non-empty)
       if (reachable[i]) {
         int64_t key = prefix[i] - cut[i];
-        if (bestStart == kNone || key > bestKey) {
-          bestKey = key;
-          bestStart = i;
-        }
+        while (!window.empty() &&
+               prefix[window.back()] - cut[window.back()] <= key)
+          window.pop_back();
+        window.push_back(i);
       }
-      if (bestStart != kNone && bestKey >= prefix[j] + cut[j] - limit) {
+      while (!window.empty() && window.front() < firstStart[j])
+        window.pop_front();
+      if (!window.empty() &&
+          prefix[window.front()] - cut[window.front()] >=
+              prefix[j] + cut[j] - limit) {
         next[j] = 1;
-        parent[k][j] = bestStart;
+        parent[k][j] = window.front();
       }
     }
     reachable.swap(next);
@@ -72,6 +84,33 @@ std::vector<size_t> tryPartition(const std::vector<int64_t> &prefix,
     end = starts[k];
   }
   return starts;
+}
+
+/// firstStart[j]: the smallest start a stage ending at j may have under the
+/// memory cap (0 without one; j, i.e. none, when op j-1 alone exceeds it).
+std::vector<size_t> firstStarts(const PartitionProblem &problem) {
+  size_t n = problem.opCost.size();
+  std::vector<size_t> first(n + 1, 0);
+  if (problem.memoryCap <= 0)
+    return first;
+  int64_t held = 0;
+  size_t i = 0;
+  for (size_t j = 1; j <= n; ++j) {
+    held += problem.opMemory[j - 1];
+    while (i < j && held > problem.memoryCap)
+      held -= problem.opMemory[i++];
+    first[j] = i;
+  }
+  return first;
+}
+
+bool fitsMemory(const PartitionProblem &problem, size_t begin, size_t end) {
+  if (problem.memoryCap <= 0)
+    return true;
+  int64_t held = 0;
+  for (size_t i = begin; i < end; ++i)
+    held += problem.opMemory[i];
+  return held <= problem.memoryCap;
 }
 
 } // namespace
@@ -89,12 +128,17 @@ Partition pippy::partitionOptimal(const PartitionProblem &problem,
     hi = std::max(hi, c);
   hi = prefix[n] + 2 * hi; // every stage costs at most this
   int64_t lo = 0;
-  std::vector<size_t> best = tryPartition(prefix, problem.cutCost, stages, hi);
-  assert(!best.empty() && "a partition exists whenever stages <= ops");
+  assert((problem.memoryCap <= 0 || problem.opMemory.size() == n) &&
+         "one memory size per op");
+  std::vector<size_t> first = firstStarts(problem);
+  std::vector<size_t> best =
+      tryPartition(prefix, problem.cutCost, first, stages, hi);
+  if (best.empty())
+    return Partition(); // nothing fits the memory cap
   while (lo < hi) {
     int64_t mid = lo + (hi - lo) / 2;
     std::vector<size_t> starts =
-        tryPartition(prefix, problem.cutCost, stages, mid);
+        tryPartition(prefix, problem.cutCost, first, stages, mid);
     if (starts.empty()) {
       lo = mid + 1;
     } else {
@@ -120,9 +164,12 @@ Partition pippy::partitionExhaustive(const PartitionProblem &problem,
   std::function<void(size_t)> search = [&](size_t from) {
     if (starts.size() == stages) {
       int64_t worst = 0;
-      for (size_t k = 0; k < stages; ++k)
-        worst = std::max(worst, stageCost(problem, starts[k],
-                                          k + 1 < stages ? starts[k + 1] : n));
+      for (size_t k = 0; k < stages; ++k) {
+        size_t end = k + 1 < stages ? starts[k + 1] : n;
+        if (!fitsMemory(problem, starts[k], end))
+          return;
+        worst = std::max(worst, stageCost(problem, starts[k], end));
+      }
       if (worst < best.bottleneck) {
         best.bottleneck = worst;
         best.starts = starts;
@@ -136,5 +183,7 @@ Partition pippy::partitionExhaustive(const PartitionProblem &problem,
     }
   };
   search(1);
+  if (best.starts.empty())
+    best.bottleneck = 0; // nothing fits the memory cap
   return best;
 }

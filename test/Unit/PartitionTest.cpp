@@ -67,4 +67,48 @@ TEST(Partition, MatchesExhaustiveSearch) {
   }
 }
 
+// With a memory cap: the same optimum as exhaustive search over the
+// partitions whose every stage fits, every stage of the answer fits, and no
+// answer exactly when exhaustive search finds none.
+TEST(Partition, MemoryCapMatchesExhaustiveSearch) {
+  std::mt19937 rng(11);
+  int infeasible = 0, binding = 0;
+  for (int trial = 0; trial < 600; ++trial) {
+    size_t n = 1 + rng() % 11;
+    size_t stages = 1 + rng() % n;
+    PartitionProblem p;
+    int64_t totalMemory = 0;
+    for (size_t i = 0; i < n; ++i) {
+      p.opCost.push_back(rng() % 50);
+      p.opMemory.push_back(rng() % 100);
+      totalMemory += p.opMemory.back();
+    }
+    for (size_t i = 0; i <= n; ++i)
+      p.cutCost.push_back(i == 0 || i == n ? 0 : rng() % 30);
+    p.memoryCap = 1 + rng() % (totalMemory + 1);
+    Partition fast = partitionOptimal(p, stages);
+    Partition slow = partitionExhaustive(p, stages);
+    ASSERT_EQ(fast.starts.empty(), slow.starts.empty()) << "trial " << trial;
+    if (slow.starts.empty()) {
+      ++infeasible;
+      continue;
+    }
+    ASSERT_EQ(fast.bottleneck, slow.bottleneck) << "trial " << trial;
+    PartitionProblem uncapped = p;
+    uncapped.memoryCap = 0;
+    if (partitionOptimal(uncapped, stages).bottleneck < fast.bottleneck)
+      ++binding;
+    for (size_t k = 0; k < stages; ++k) {
+      size_t end = k + 1 < stages ? fast.starts[k + 1] : n;
+      int64_t held = 0;
+      for (size_t i = fast.starts[k]; i < end; ++i)
+        held += p.opMemory[i];
+      EXPECT_LE(held, p.memoryCap) << "trial " << trial;
+    }
+  }
+  // The random caps exercise all three outcomes.
+  EXPECT_GT(infeasible, 20);
+  EXPECT_GT(binding, 20);
+}
+
 } // namespace

@@ -83,6 +83,9 @@ static cl::opt<bool> deferWeightGrads(
              "weight gradients of linear layers once per step as one matrix "
              "product over all micro-batches (faster; rounding differs from "
              "per-micro-batch accumulation in the last bits)"));
+static cl::opt<std::string> profile(
+    "profile", cl::desc("write measured per-op times for --pippy-split "
+                        "profile=FILE"));
 static cl::opt<std::string> scheduleFile(
     "schedule-file",
     cl::desc("read the schedule's action lists from a file (text form: one "
@@ -142,6 +145,7 @@ int main(int argc, char **argv) {
   options.checkpointEvery = checkpointEvery;
   options.resume = resume;
   options.deferWeightGrads = deferWeightGrads;
+  options.profilePath = profile;
   if (!scheduleFile.empty()) {
     auto buffer = MemoryBuffer::getFile(scheduleFile);
     if (!buffer) {

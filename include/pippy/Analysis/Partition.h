@@ -7,6 +7,9 @@
 //
 //   cost(a, b) = sum(op[a..b)) + cut[a] + cut[b]
 //
+// With a memory cap, a stage [a, b) must also hold at most `memoryCap` bytes
+// (parameters and activations, sum(opMemory[a..b))).
+//
 // `partitionOptimal` returns a partition of minimal bottleneck: a binary
 // search over the bottleneck value, each step an O(stages x ops) test
 // (prefix maxima make every stage boundary O(1)), so the whole search is
@@ -29,6 +32,10 @@ struct PartitionProblem {
   /// Cost of the cut before op i, for i in 0..n (cut 0 and cut n are the
   /// model's inputs and outputs; give them 0 unless they cost something).
   std::vector<int64_t> cutCost;
+  /// Optional memory cap: with `memoryCap` > 0, every stage's
+  /// sum(opMemory[a..b)) must stay at or under it.
+  std::vector<int64_t> opMemory;
+  int64_t memoryCap = 0;
 };
 
 struct Partition {
@@ -42,7 +49,9 @@ struct Partition {
 int64_t stageCost(const PartitionProblem &problem, size_t begin, size_t end);
 
 /// A partition into exactly `stages` non-empty stages minimising the largest
-/// stage cost. Requires 1 <= stages <= number of ops.
+/// stage cost, every stage within the memory cap if one is set. Requires
+/// 1 <= stages <= number of ops. Empty `starts` when no partition fits the
+/// cap.
 Partition partitionOptimal(const PartitionProblem &problem, size_t stages);
 
 /// The same by trying every partition: for tests on small problems.

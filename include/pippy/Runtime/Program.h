@@ -60,7 +60,13 @@ public:
   run(const std::vector<c10::IValue> &args,
       const std::map<std::string, at::Tensor> &params,
       const std::vector<int> *capture = nullptr,
-      std::vector<c10::IValue> *captured = nullptr) const;
+      std::vector<c10::IValue> *captured = nullptr,
+      std::vector<int64_t> *opNanoseconds = nullptr) const;
+
+  /// The ops the balancer counts (all but parameters and constants), in
+  /// block order, by name; `run` adds each one's time to `opNanoseconds`
+  /// (one entry per such op) when given.
+  const std::vector<std::string> &countedOps() const { return countedOpNames; }
 
   /// An `aten::linear` whose weight (and bias, if any) are parameters that
   /// nothing else in the program uses: its weight gradient over many
@@ -88,7 +94,9 @@ private:
     c10::TypePtr listElement; // BuildList
     std::vector<int> inputs;
     std::vector<int> outputs;
+    int countedOp = -1; // index into countedOpNames
   };
+  std::vector<std::string> countedOpNames;
 
   std::vector<Instruction> code;
   std::vector<c10::IValue> constantSlots; // prefilled slot values
