@@ -290,6 +290,33 @@ def PippyResolveTied : Pass<"pippy-resolve-tied", "::mlir::func::FuncOp"> {
   ];
 }
 
+def PippyLowerSchedule
+    : Pass<"pippy-lower-schedule", "::mlir::func::FuncOp"> {
+  let summary = "Records each rank's checked action list on the pipeline";
+  let description = [{
+    Generates the schedule `schedule` (gpipe or 1f1b) for `microbatches`
+    micro-batches from the pipeline's stage graph (lib/Schedule), proves it
+    complete and deadlock-free, and stores every rank's actions in their
+    text form on the pipeline as `pippy.schedule`. `pippy-run` then runs
+    exactly these actions (rank r runs stage r) and checks them again
+    before the first step; `--microbatches` must match.
+
+    ```mlir
+    %0 = pippy.pipeline -> ... {
+      ...
+    } {pippy.schedule = {kind = "1f1b", microbatches = 2 : i64,
+                         ranks = ["0F0 0SEND_F0 0F1 0SEND_F1 0RECV_B0 0B0 0RECV_B1 0B1 0STEP",
+                                  "1RECV_F0 1F0 1B0 1SEND_B0 1RECV_F1 1F1 1B1 1SEND_B1 1STEP"]}}
+    ```
+  }];
+  let options = [
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
+           "gpipe or 1f1b">,
+    Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
+           "micro-batches per step">,
+  ];
+}
+
 def PippyReport : Pass<"pippy-report", "::mlir::ModuleOp"> {
   let summary = "Prints a table of each pipeline's stages";
   let description = [{

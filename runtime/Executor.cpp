@@ -270,15 +270,40 @@ private:
       return; // built once the row count is known
     if (M < 1)
       throw RuntimeError("--microbatches must be at least 1");
+    std::string text = options.scheduleText;
+    std::string loweredKind;
+    // A pipeline lowered ahead of time (pippy-opt --pippy-lower-schedule)
+    // carries its action lists.
+    if (auto lowered =
+            pipeline->getAttrOfType<DictionaryAttr>("pippy.schedule");
+        lowered && text.empty()) {
+      auto m = lowered.getAs<IntegerAttr>("microbatches");
+      auto ranks = lowered.getAs<ArrayAttr>("ranks");
+      if (!m || !ranks)
+        throw RuntimeError(options.programPath +
+                           ": pippy.schedule needs microbatches and ranks");
+      if (m.getInt() != M)
+        throw RuntimeError(options.programPath + ": its schedule is lowered "
+                           "for " + std::to_string(m.getInt()) +
+                           " micro-batches; run it with --microbatches " +
+                           std::to_string(m.getInt()));
+      if (auto kind = lowered.getAs<StringAttr>("kind"))
+        loweredKind = kind.getValue().str() + " (lowered by pippy-opt)";
+      for (auto [r, list] : llvm::enumerate(ranks))
+        text += "rank" + std::to_string(r) + ": " +
+                cast<StringAttr>(list).getValue().str() + "\n";
+    }
     llvm::Expected<sched::Schedule> s =
-        options.scheduleText.empty()
+        text.empty()
             ? sched::generate(options.schedule, topo, M, /*training=*/true)
-            : sched::parse(options.scheduleText, M, /*training=*/true);
+            : sched::parse(text, M, /*training=*/true);
     if (!s)
       throw RuntimeError(llvm::toString(s.takeError()));
     if (llvm::Error err = sched::check(*s, topo))
       throw RuntimeError("invalid schedule: " + llvm::toString(std::move(err)));
     schedule = std::move(*s);
+    if (!loweredKind.empty())
+      schedule.kind = loweredKind;
   }
 
   void loadWeights() {
