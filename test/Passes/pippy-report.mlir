@@ -31,5 +31,5 @@
 // NOPIPE: warning: no pippy.pipeline to report on; split the model first (--pippy-split)
 
 // PARAMS-NOT: "bottleneck": 1937664,
-// PARAMS:     "bottleneck": {{2[0-9]{6}}},
+// PARAMS:     "bottleneck": {{2[0-9][0-9][0-9][0-9][0-9][0-9]}},
 // PARAMS:     "optimum": 1937664,
