@@ -295,7 +295,8 @@ private:
     }
     llvm::Expected<sched::Schedule> s =
         text.empty()
-            ? sched::generate(options.schedule, topo, M, /*training=*/true)
+            ? sched::generate(options.schedule, topo, M, /*training=*/true,
+                              /*splitBackward=*/options.deferWeightGrads)
             : sched::parse(text, M, /*training=*/true);
     if (!s)
       throw RuntimeError(llvm::toString(s.takeError()));
@@ -375,9 +376,9 @@ private:
     Clock::time_point end = Clock::now();
     double duration = std::chrono::duration<double>(end - begin).count();
     if (action.op == sched::Op::Forward || action.op == sched::Op::Backward ||
-        action.op == sched::Op::Step)
+        action.op == sched::Op::Step || action.op == sched::Op::Weight)
       busySeconds += duration;
-    if (!options.tracePath.empty())
+    if (!options.tracePath.empty() && action.op != sched::Op::Weight)
       events.push_back({action.str(), micros(begin), duration * 1e6});
   }
 
@@ -629,7 +630,7 @@ private:
     }
     Clock::time_point end = Clock::now();
     double seconds = std::chrono::duration<double>(end - begin).count();
-    if (!options.tracePath.empty()) // inside STEP, which counts as busy
+    if (!options.tracePath.empty()) // inside W or STEP, both busy
       events.push_back({std::to_string(rank) + "W", micros(begin),
                         seconds * 1e6});
   }
@@ -842,6 +843,9 @@ private:
         case sched::Op::RecvB:
           for (CommHandlePtr &h : mbs[m].recvB)
             h->wait();
+          break;
+        case sched::Op::Weight:
+          weightGradients();
           break;
         case sched::Op::AllReduceTied:
           allReduceTied();

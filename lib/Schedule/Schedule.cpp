@@ -28,6 +28,7 @@ const OpName opNames[] = {
     {Op::SendB, "SEND_B"},
     {Op::RecvB, "RECV_B"},
     {Op::Step, "STEP"},
+    {Op::Weight, "W"},
     {Op::Forward, "F"},
     {Op::Backward, "B"},
 };
@@ -119,7 +120,8 @@ llvm::ArrayRef<StringRef> pippy::schedule::kinds() {
 llvm::Expected<Schedule> pippy::schedule::generate(StringRef kind,
                                                    const Topology &topo,
                                                    int microbatches,
-                                                   bool training) {
+                                                   bool training,
+                                                   bool splitBackward) {
   if (!llvm::is_contained(kinds(), kind))
     return error("unknown schedule '" + kind + "'; expected " +
                  llvm::join(kinds(), " or "));
@@ -164,8 +166,16 @@ llvm::Expected<Schedule> pippy::schedule::generate(StringRef kind,
       }
     }
     if (training) {
-      while (b < M)
+      // A split backward's first stage waits longest for the last
+      // micro-batch's gradient (every other stage's backward comes first):
+      // it computes the weight gradients of the others meanwhile.
+      bool fillWithW = splitBackward && kind == "1f1b" && !hasProducers &&
+                       hasConsumers && M > 1;
+      while (b < M) {
+        if (fillWithW && b == M - 1)
+          list.push_back({Op::Weight, s, 0});
         backward(b++);
+      }
       if (topo.isTied(s))
         list.push_back({Op::AllReduceTied, s, 0});
       list.push_back({Op::Step, s, 0});
@@ -267,7 +277,7 @@ llvm::Error checkRank(const Schedule &schedule, const Topology &topo, int r) {
                    llvm::Twine(M - 1) + "\n" + where(i));
     bool backwardOnly = a.op == Op::Backward || a.op == Op::SendB ||
                         a.op == Op::RecvB || a.op == Op::AllReduceTied ||
-                        a.op == Op::Step;
+                        a.op == Op::Step || a.op == Op::Weight;
     if (!schedule.training && backwardOnly)
       return error("action " + a.str() +
                    " in a forward-only schedule\n" + where(i));
@@ -281,6 +291,8 @@ llvm::Error checkRank(const Schedule &schedule, const Topology &topo, int r) {
       return error("action " + a.str() + ": stage " + llvm::Twine(r) +
                    " has no tied weights\n" + where(i));
     auto key = std::make_pair(a.op, a.hasMicrobatch() ? a.microbatch : 0);
+    if (a.op == Op::Weight)
+      continue; // any number, anywhere before STEP
     if (position.count(key))
       return error("action " + a.str() + " appears twice\n" + where(i));
     position[key] = static_cast<int>(i);

@@ -34,7 +34,7 @@ Topology skipTopology() {
 TEST(Schedule, ActionTextRoundTrips) {
   for (const char *text :
        {"1F2", "0B3", "2SEND_F1", "1RECV_F10", "3SEND_B0", "0RECV_B7",
-        "0ALLREDUCE_TIED", "12STEP"}) {
+        "0ALLREDUCE_TIED", "12STEP", "0W"}) {
     std::optional<Action> a = parseAction(text);
     ASSERT_TRUE(a.has_value()) << text;
     EXPECT_EQ(a->str(), text);
@@ -70,6 +70,27 @@ TEST(Schedule, OneFOneBShape) {
                      "0SEND_F2 0RECV_B1 0B1 0RECV_B2 0B2 0STEP\n"
                      "rank1: 1RECV_F0 1F0 1B0 1SEND_B0 1RECV_F1 1F1 1B1 "
                      "1SEND_B1 1RECV_F2 1F2 1B2 1SEND_B2 1STEP\n");
+}
+
+TEST(Schedule, SplitBackwardFillsTheFirstStagesWait) {
+  Topology topo = Topology::chain(2);
+  llvm::Expected<Schedule> s = generate("1f1b", topo, 3, true, true);
+  ASSERT_TRUE(static_cast<bool>(s));
+  EXPECT_EQ(s->str(), "rank0: 0F0 0SEND_F0 0F1 0SEND_F1 0RECV_B0 0B0 0F2 "
+                      "0SEND_F2 0RECV_B1 0B1 0W 0RECV_B2 0B2 0STEP\n"
+                      "rank1: 1RECV_F0 1F0 1B0 1SEND_B0 1RECV_F1 1F1 1B1 "
+                      "1SEND_B1 1RECV_F2 1F2 1B2 1SEND_B2 1STEP\n");
+  EXPECT_EQ(checkError(*s, topo), "");
+  llvm::Expected<Schedule> back = parse(s->str(), 3);
+  ASSERT_TRUE(static_cast<bool>(back));
+  EXPECT_EQ(back->str(), s->str());
+  // GPipe and forward-only schedules have no W.
+  EXPECT_EQ(mustGenerate("gpipe", topo, 3).str().find("W "), std::string::npos);
+  llvm::Expected<Schedule> bad = parse("rank0: 0F0 0SEND_F0 0W\nrank1: "
+                                       "1RECV_F0 1F0\n", 1, false);
+  ASSERT_TRUE(static_cast<bool>(bad));
+  EXPECT_NE(checkError(*bad, topo).find("0W in a forward-only schedule"),
+            std::string::npos);
 }
 
 TEST(Schedule, TextFormRoundTrips) {

@@ -8,6 +8,9 @@
 //   2SEND_F1       stage 2 sends micro-batch 1's activations to its consumers
 //   1RECV_F1       stage 1 receives micro-batch 1's activations
 //   1SEND_B0 / 0RECV_B0   the same for gradients, in the other direction
+//   0W                    weight gradients of the micro-batches backwarded so
+//                         far, when B computes only input gradients (a
+//                         split backward); the rest is done before STEP
 //   0ALLREDUCE_TIED       sums tied-weight gradients over each tied group
 //   0STEP                 the optimizer step
 //
@@ -34,7 +37,17 @@
 
 namespace pippy::schedule {
 
-enum class Op { Forward, Backward, SendF, RecvF, SendB, RecvB, AllReduceTied, Step };
+enum class Op {
+  Forward,
+  Backward,
+  SendF,
+  RecvF,
+  SendB,
+  RecvB,
+  Weight,
+  AllReduceTied,
+  Step
+};
 
 struct Action {
   Op op;
@@ -47,7 +60,7 @@ struct Action {
            (microbatch == other.microbatch || !hasMicrobatch());
   }
   bool hasMicrobatch() const {
-    return op != Op::AllReduceTied && op != Op::Step;
+    return op != Op::AllReduceTied && op != Op::Step && op != Op::Weight;
   }
 };
 
@@ -85,8 +98,13 @@ llvm::ArrayRef<llvm::StringRef> kinds();
 /// one forward and one backward alternating, then the remaining backwards).
 /// Forward-only (`training` false) schedules have no B, SEND_B, RECV_B,
 /// ALLREDUCE_TIED or STEP actions; every kind gives the same one.
+///
+/// With `splitBackward`, 1F1B's first stage (whose backward feeds no other
+/// stage) computes the deferred weight gradients of the micro-batches done
+/// so far (W) while it waits for the last micro-batch's gradient.
 llvm::Expected<Schedule> generate(llvm::StringRef kind, const Topology &topo,
-                                  int microbatches, bool training = true);
+                                  int microbatches, bool training = true,
+                                  bool splitBackward = false);
 
 /// Reads the text form written by Schedule::str.
 llvm::Expected<Schedule> parse(llvm::StringRef text, int microbatches,
