@@ -106,8 +106,12 @@ def bench_pippy(args, work):
         os.remove(pipe)
         if stages != args.stages:
             raise SystemExit("%s split into %d stages, expected %d" % (path, stages, args.stages))
+        # The same IR as MLIR bytecode, which pippy-opt reads and writes too.
+        bc = os.path.join(work, "model_%d.mlirbc" % blocks)
+        subprocess.run([opt, path, "--emit-bytecode", "-o", bc], check=True)
         depths.append({"blocks": blocks, "ops": ops, "bytes": len(text), "path": path,
-                       "split": [], "parse": [], "timing": {}, "timing_no_verify": {}})
+                       "bc_path": bc, "split": [], "parse": [], "split_bc": [],
+                       "timing": {}, "timing_no_verify": {}})
         print("generated %d blocks: %d ops, %.1f MB" % (blocks, ops, len(text) / 1e6), flush=True)
 
     start = []
@@ -116,6 +120,8 @@ def bench_pippy(args, work):
         for d in depths:
             d["parse"].append(run_child([opt, d["path"], "-o", os.devnull])[0])
             d["split"].append(run_child([opt, d["path"], split_opt, "-o", os.devnull])[0])
+            d["split_bc"].append(run_child([opt, d["bc_path"], split_opt, "--emit-bytecode",
+                                            "-o", os.devnull])[0])
         print("timing round %d/%d done" % (r + 1, args.repeat), flush=True)
     for d in depths:
         _, err = run_child([opt, d["path"], split_opt, "-o", os.devnull, "--mlir-timing"])
@@ -135,7 +141,10 @@ def bench_pippy(args, work):
         d["split_minus_start_us_per_op"] = (d["split_s"] - start_s) / n * 1e6
         d["split_cpu_us_per_op"] = best(d["split"], "cpu_s") / n * 1e6
         d["maxrss_mib"] = max(s["maxrss_mib"] for s in d["split"])
+        d["split_bc_s"] = best(d["split_bc"])
+        d["split_bc_us_per_op"] = d["split_bc_s"] / n * 1e6
         del d["path"]
+        del d["bc_path"]
     return {"startup_s": start_s, "startup_samples": start, "depths": depths}
 
 
@@ -204,6 +213,7 @@ def summarize(res):
             large["split_only_us_per_op"] / small["split_only_us_per_op"],
         "growth_parse_us_per_op": large["parse_us_per_op"] / small["parse_us_per_op"],
         "growth_split_cpu_us_per_op": large["split_cpu_us_per_op"] / small["split_cpu_us_per_op"],
+        "growth_split_bc_us_per_op": large["split_bc_us_per_op"] / small["split_bc_us_per_op"],
         "growth_target": 1.3,
     }
     fx = res.get("fx")
@@ -216,6 +226,7 @@ def summarize(res):
         s["fx_mlp_us_per_node"] = f["us_per_node"]
         s["pippy_matched_depth_ops"] = near["ops"]
         for tag, d in (("matched", near), ("largest", large)):
+            s["ratio_%s_bytecode" % tag] = f["us_per_node"] / d["split_bc_us_per_op"]
             s["ratio_%s_end_to_end" % tag] = f["us_per_node"] / d["split_us_per_op"]
             s["ratio_%s_split_only" % tag] = f["us_per_node"] / d["split_only_us_per_op"]
         s["ratio_target"] = 20.0
@@ -244,6 +255,11 @@ def print_report(res):
             d["split_us_per_op"], d["parse_us_per_op"], d["split_only_us_per_op"],
             d["split_cpu_us_per_op"], d["maxrss_mib"]))
     print("(split-parse: the split passes' own cost; cpu: user+sys of the split run)")
+    print()
+    print("bytecode in and out (--emit-bytecode):")
+    for d in p["depths"]:
+        print("%7d %8d %9.3f s %9.2f us/op" % (d["blocks"], d["ops"], d["split_bc_s"],
+                                              d["split_bc_us_per_op"]))
     print()
     print("per-op time by phase, us/op (one --mlir-timing run; no-verify: --verify-each=0)")
     names = [("Parser", "parse"), ("PippyPlaceSplitPoints", "place"),
@@ -276,14 +292,16 @@ def print_report(res):
               s["growth_split_us_per_op"], s["growth_split_minus_start_us_per_op"],
               s["growth_split_only_us_per_op"], s["growth_parse_us_per_op"],
               s["growth_split_cpu_us_per_op"]))
+    print("  bytecode in and out %.2fx" % s["growth_split_bc_us_per_op"])
     if "ratio_matched_end_to_end" in s:
         print("fx MLP %d nodes: %.1f us/node; fx / pippy per node (target >= %.0fx):" % (
             s["fx_mlp_nodes"], s["fx_mlp_us_per_node"], s["ratio_target"]))
-        print("  vs pippy at %d ops: end to end %.1fx, split passes only %.1fx" % (
+        print("  vs pippy at %d ops: end to end %.1fx (bytecode %.1fx), split passes only %.1fx" % (
             s["pippy_matched_depth_ops"], s["ratio_matched_end_to_end"],
-            s["ratio_matched_split_only"]))
-        print("  vs pippy at %d ops: end to end %.1fx, split passes only %.1fx" % (
-            p["depths"][-1]["ops"], s["ratio_largest_end_to_end"], s["ratio_largest_split_only"]))
+            s["ratio_matched_bytecode"], s["ratio_matched_split_only"]))
+        print("  vs pippy at %d ops: end to end %.1fx (bytecode %.1fx), split passes only %.1fx" % (
+            p["depths"][-1]["ops"], s["ratio_largest_end_to_end"],
+            s["ratio_largest_bytecode"], s["ratio_largest_split_only"]))
     if "ratio_per_block_end_to_end" in s:
         print("same transformer, per block: fx %.2f ms, pippy %.2f ms end to end: %.1fx "
               "(split passes only: %.1fx)" % (
