@@ -11,6 +11,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringMap.h"
 
 using namespace mlir;
@@ -92,9 +93,10 @@ LogicalResult StageOp::verifyRegions() {
   if (failed(verifyYield(*this, yield, getResultTypes())))
     return failure();
 
-  llvm::StringMap<ParamOp> seen;
+  // Names are uniqued attributes: compare them by pointer.
+  llvm::DenseMap<StringAttr, ParamOp> seen;
   WalkResult result = walk([&](ParamOp param) {
-    auto [it, inserted] = seen.try_emplace(param.getName(), param);
+    auto [it, inserted] = seen.try_emplace(param.getNameAttr(), param);
     if (inserted)
       return WalkResult::advance();
     param.emitOpError("duplicates parameter \"")
@@ -157,19 +159,37 @@ LogicalResult PipelineOp::verifyRegions() {
   if (expected == 0)
     return emitOpError("has no stages");
 
-  // Which stages use each parameter name.
-  llvm::MapVector<StringRef, SmallVector<int64_t>> users;
-  llvm::StringMap<ParamOp> firstUse;
+  // Which stages use each parameter name, and the copies of a tied
+  // parameter agree on its type (one walk; names compared by pointer).
+  llvm::MapVector<StringAttr, SmallVector<int64_t>> users;
+  llvm::DenseMap<StringAttr, ParamOp> firstUse;
   for (StageOp stage : getStages()) {
-    stage.walk([&](ParamOp param) {
-      users[param.getName()].push_back(stage.getIndex());
-      firstUse.try_emplace(param.getName(), param);
+    WalkResult result = stage.walk([&](ParamOp param) {
+      StringAttr name = param.getNameAttr();
+      SmallVector<int64_t> &list = users[name];
+      if (list.empty() || list.back() != (int64_t)stage.getIndex())
+        list.push_back(stage.getIndex());
+      auto [it, inserted] = firstUse.try_emplace(name, param);
+      if (inserted || it->second.getType() == param.getType())
+        return WalkResult::advance();
+      param.emitOpError("has type ")
+              .append(param.getType(), " but parameter \"", param.getName(),
+                      "\" has type ", it->second.getType(),
+                      " in an earlier stage")
+              .attachNote(it->second.getLoc())
+          << "first use here";
+      return WalkResult::interrupt();
     });
+    if (result.wasInterrupted())
+      return failure();
   }
   llvm::StringMap<TiedGroupAttr> groups;
   if (getTied())
     for (auto group : getTied()->getAsRange<TiedGroupAttr>())
       groups[group.getName()] = group;
+  llvm::StringSet<> used;
+  for (auto &entry : users)
+    used.insert(entry.first.getValue());
 
   auto formatStages = [](ArrayRef<int64_t> stages) {
     std::string text;
@@ -180,7 +200,8 @@ LogicalResult PipelineOp::verifyRegions() {
     return text;
   };
 
-  for (auto &[name, stages] : users) {
+  for (auto &[nameAttr, stages] : users) {
+    StringRef name = nameAttr.getValue();
     auto group = groups.find(name);
     if (stages.size() > 1 && group == groups.end())
       return emitOpError("parameter \"")
@@ -194,26 +215,9 @@ LogicalResult PipelineOp::verifyRegions() {
              << " but the parameter is used by stages " << formatStages(stages);
   }
   for (auto &[name, group] : groups)
-    if (!users.count(name))
+    if (!used.count(name))
       return emitOpError("tied group \"")
              << name << "\" names a parameter that no stage uses";
 
-  // The copies of a tied parameter agree on its type.
-  llvm::StringMap<Type> types;
-  for (StageOp stage : getStages()) {
-    WalkResult result = stage.walk([&](ParamOp param) {
-      auto [it, inserted] = types.try_emplace(param.getName(), param.getType());
-      if (inserted || it->second == param.getType())
-        return WalkResult::advance();
-      param.emitOpError("has type ")
-              .append(param.getType(), " but parameter \"", param.getName(),
-                      "\" has type ", it->second, " in an earlier stage")
-              .attachNote(firstUse[param.getName()].getLoc())
-          << "first use here";
-      return WalkResult::interrupt();
-    });
-    if (result.wasInterrupted())
-      return failure();
-  }
   return success();
 }
