@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "pippy/Analysis/GraphIR.h"
 #include "pippy/Dialect/Pippy/PippyDialect.h"
 #include "pippy/Passes/Passes.h"
 
@@ -21,17 +22,10 @@ namespace mlir::pippy {
 } // namespace mlir::pippy
 
 using namespace mlir;
+using ::pippy::getStage;
 namespace pd = mlir::pippy;
 
 namespace {
-
-/// The stage with index `index` of `pipeline`.
-pd::StageOp getStage(pd::PipelineOp pipeline, int64_t index) {
-  for (pd::StageOp stage : pipeline.getStages())
-    if (stage.getIndexAttr().getInt() == index)
-      return stage;
-  return nullptr;
-}
 
 /// Rebuilds `stage` so that it yields `value` unchanged as its last result,
 /// taking it as one more operand unless it already has it. Returns that

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "pippy/Analysis/GraphIR.h"
 #include "pippy/Dialect/Pippy/PippyDialect.h"
 #include "pippy/Passes/Passes.h"
 
@@ -19,16 +20,10 @@ namespace mlir::pippy {
 } // namespace mlir::pippy
 
 using namespace mlir;
+using ::pippy::getStage;
 namespace pd = mlir::pippy;
 
 namespace {
-
-pd::StageOp getStage(pd::PipelineOp pipeline, int64_t index) {
-  for (pd::StageOp stage : pipeline.getStages())
-    if (stage.getIndexAttr().getInt() == index)
-      return stage;
-  return nullptr;
-}
 
 pd::ParamOp findParam(pd::StageOp stage, StringRef name) {
   for (Operation &op : stage.getBody().front())

@@ -76,6 +76,27 @@ void writeTensors(
     throw RuntimeError(llvm::toString(std::move(error)));
 }
 
+at::Tensor checkedParameter(const TensorFile &file, const std::string &path,
+                            const std::string &name, const TensorSpec &spec) {
+  auto it = file.tensors.find(name);
+  if (it == file.tensors.end())
+    throw RuntimeError(path + ": no tensor for parameter '" + name + "'");
+  const at::Tensor &tensor = it->second;
+  if (tensor.sizes() != at::IntArrayRef(spec.sizes) ||
+      tensor.scalar_type() != spec.dtype)
+    throw RuntimeError(path + ": parameter '" + name + "' is " +
+                       c10::toString(tensor.scalar_type()) +
+                       shapeString(tensor.sizes()) +
+                       " but the program expects " +
+                       c10::toString(spec.dtype) + shapeString(spec.sizes));
+  return tensor;
+}
+
+bool isTrainable(const at::Tensor &tensor, const std::string &name,
+                 const std::set<std::string> &buffers) {
+  return at::isFloatingType(tensor.scalar_type()) && !buffers.count(name);
+}
+
 std::set<std::string> metadataList(const std::map<std::string, std::string> &m,
                                    const std::string &key) {
   std::set<std::string> names;

@@ -39,6 +39,14 @@ TensorFile readTensors(const std::string &path);
 void writeTensors(const std::string &path,
                   const std::vector<std::pair<std::string, at::Tensor>> &tensors,
                   const std::map<std::string, std::string> &metadata);
+/// The tensor of parameter `name` in `file` (read from `path`), checked
+/// against the program's static spec; an error names what differs.
+at::Tensor checkedParameter(const TensorFile &file, const std::string &path,
+                            const std::string &name, const TensorSpec &spec);
+/// Whether a weight of the file is trained: a floating-point tensor not
+/// listed as a buffer in the file's metadata.
+bool isTrainable(const at::Tensor &tensor, const std::string &name,
+                 const std::set<std::string> &buffers);
 /// Names listed in a JSON array held by a metadata entry.
 std::set<std::string> metadataList(const std::map<std::string, std::string> &m,
                                    const std::string &key);

@@ -314,19 +314,8 @@ private:
     weightOrder = file.order;
     std::set<std::string> buffers = metadataList(file.metadata, "buffers");
     for (const auto &[name, spec] : stageParams(rank)) {
-      auto it = file.tensors.find(name);
-      if (it == file.tensors.end())
-        throw RuntimeError(path + ": no tensor for parameter '" + name + "'");
-      at::Tensor tensor = it->second;
-      if (tensor.sizes() != at::IntArrayRef(spec.sizes) ||
-          tensor.scalar_type() != spec.dtype)
-        throw RuntimeError(path + ": parameter '" + name + "' is " +
-                           c10::toString(tensor.scalar_type()) +
-                           shapeString(tensor.sizes()) +
-                           " but the program expects " +
-                           c10::toString(spec.dtype) + shapeString(spec.sizes));
-      bool trainable = at::isFloatingType(tensor.scalar_type()) &&
-                       !buffers.count(name) && !options.infer;
+      at::Tensor tensor = checkedParameter(file, path, name, spec);
+      bool trainable = isTrainable(tensor, name, buffers) && !options.infer;
       params[name] = trainable ? tensor.requires_grad_(true) : tensor;
       if (trainable)
         trainable_.push_back({name, params[name]});

@@ -155,22 +155,10 @@ private:
     for (const Program &program : programs)
       specs.insert(specs.end(), program.parameters().begin(),
                    program.parameters().end());
-    for (const auto &[name, spec] : specs) {
-      auto it = file.tensors.find(name);
-      if (it == file.tensors.end())
-        throw RuntimeError(path + ": no tensor for parameter '" + name + "'");
-      at::Tensor tensor = it->second;
-      if (tensor.sizes() != at::IntArrayRef(spec.sizes) ||
-          tensor.scalar_type() != spec.dtype)
-        throw RuntimeError(path + ": parameter '" + name + "' is " +
-                           c10::toString(tensor.scalar_type()) +
-                           shapeString(tensor.sizes()) +
-                           " but the program expects " +
-                           c10::toString(spec.dtype) + shapeString(spec.sizes));
-    }
+    for (const auto &[name, spec] : specs)
+      checkedParameter(file, path, name, spec);
     for (const auto &[name, tensor] : file.tensors) {
-      bool trainable = at::isFloatingType(tensor.scalar_type()) &&
-                       !buffers.count(name) && !options.infer;
+      bool trainable = isTrainable(tensor, name, buffers) && !options.infer;
       params[name] = trainable ? tensor.requires_grad_(true) : tensor;
       if (trainable)
         trainableNames.push_back(name);

@@ -42,4 +42,12 @@ bool isReplicable(Operation *op) {
   return false;
 }
 
+mlir::pippy::StageOp getStage(mlir::pippy::PipelineOp pipeline,
+                              int64_t index) {
+  for (mlir::pippy::StageOp stage : pipeline.getStages())
+    if (stage.getIndexAttr().getInt() == index)
+      return stage;
+  return nullptr;
+}
+
 } // namespace pippy

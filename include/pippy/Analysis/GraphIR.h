@@ -9,6 +9,8 @@
 #ifndef PIPPY_ANALYSIS_GRAPHIR_H
 #define PIPPY_ANALYSIS_GRAPHIR_H
 
+#include "pippy/Dialect/Pippy/PippyDialect.h"
+
 #include "mlir/IR/Location.h"
 #include "mlir/IR/Operation.h"
 
@@ -28,6 +30,9 @@ bool isInModule(llvm::StringRef path, llvm::StringRef module);
 /// Parameters, constants, tensor literals, and lists or tuples built only of
 /// these: values each stage copies rather than receives.
 bool isReplicable(mlir::Operation *op);
+
+/// The stage of `pipeline` with index `index`; null when there is none.
+mlir::pippy::StageOp getStage(mlir::pippy::PipelineOp pipeline, int64_t index);
 
 } // namespace pippy
 
