@@ -254,6 +254,31 @@ std::vector<c10::IValue> Dataset::arguments(int64_t begin, int64_t count,
   return args;
 }
 
+void OutputRows::add(const std::vector<c10::IValue> &results) {
+  std::vector<at::Tensor> flat;
+  for (const c10::IValue &r : results) {
+    if (r.isTensor())
+      flat.push_back(r.toTensor());
+    else if (r.isTuple())
+      for (const c10::IValue &e : r.toTupleRef().elements())
+        flat.push_back(e.toTensor());
+  }
+  chunks.push_back(std::move(flat));
+}
+
+void OutputRows::write(const std::string &path) const {
+  std::vector<std::pair<std::string, at::Tensor>> merged;
+  size_t n = chunks.empty() ? 0 : chunks.front().size();
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<at::Tensor> parts;
+    for (const auto &chunk : chunks)
+      parts.push_back(chunk.at(i));
+    merged.emplace_back(n == 1 ? "output" : "output." + std::to_string(i),
+                        at::cat(parts, 0));
+  }
+  writeTensors(path, merged, {});
+}
+
 at::Tensor computeLoss(const RunOptions &options, const c10::IValue &output,
                        const at::Tensor &target) {
   if (options.loss == "none") {

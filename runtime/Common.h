@@ -87,6 +87,18 @@ private:
   int64_t numRows = 0;
 };
 
+/// Inference outputs: each micro-batch's results (tensors, or tuples of
+/// them) are flattened; `write` concatenates them by row into `output` (or
+/// `output.0`, `output.1`, ...) in `path`.
+class OutputRows {
+public:
+  void add(const std::vector<c10::IValue> &results);
+  void write(const std::string &path) const;
+
+private:
+  std::vector<std::vector<at::Tensor>> chunks;
+};
+
 /// The loss of one micro-batch (the mean over its rows).
 at::Tensor computeLoss(const RunOptions &options, const c10::IValue &output,
                        const at::Tensor &target);

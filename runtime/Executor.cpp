@@ -1012,7 +1012,7 @@ private:
     schedule = std::move(*s);
     std::vector<MicroBatch> mbs(M);
     postReceives(mbs, /*training=*/false);
-    std::vector<std::vector<at::Tensor>> outputs;
+    OutputRows outputs;
     for (const sched::Action &action : schedule.ranks[rank]) {
       Clock::time_point begin = Clock::now();
       int m = action.microbatch;
@@ -1022,16 +1022,10 @@ private:
       } else if (action.op == sched::Op::Forward) {
         forward(mbs[m], m, m * mbRows, /*training=*/false);
         if (rank == outputStage) {
-          std::vector<at::Tensor> flat;
-          for (unsigned index : outputIndices) {
-            const c10::IValue &r = mbs[m].outputs.at(index);
-            if (r.isTensor())
-              flat.push_back(r.toTensor());
-            else if (r.isTuple())
-              for (const c10::IValue &e : r.toTupleRef().elements())
-                flat.push_back(e.toTensor());
-          }
-          outputs.push_back(std::move(flat));
+          std::vector<c10::IValue> results;
+          for (unsigned index : outputIndices)
+            results.push_back(mbs[m].outputs.at(index));
+          outputs.add(results);
         }
       } else if (action.op == sched::Op::SendF) {
         sendForward(mbs[m], m);
@@ -1041,16 +1035,7 @@ private:
     }
     waitSends();
     if (rank == outputStage) {
-      std::vector<std::pair<std::string, at::Tensor>> merged;
-      size_t n = outputs.front().size();
-      for (size_t i = 0; i < n; ++i) {
-        std::vector<at::Tensor> parts;
-        for (auto &chunk : outputs)
-          parts.push_back(chunk[i]);
-        merged.emplace_back(n == 1 ? "output" : "output." + std::to_string(i),
-                            at::cat(parts, 0));
-      }
-      writeTensors(options.outputPath, merged, {});
+      outputs.write(options.outputPath);
       printLine("wrote " + std::to_string(rows) + " rows to " +
                 options.outputPath);
     }

@@ -259,29 +259,10 @@ private:
                          " rows do not divide into micro-batches of " +
                          std::to_string(mb));
     ::torch::NoGradGuard noGrad;
-    std::vector<std::vector<at::Tensor>> outputs;
-    for (int64_t begin = 0; begin < rows; begin += mb) {
-      std::vector<c10::IValue> results = forward(data.arguments(begin, mb, false));
-      std::vector<at::Tensor> flat;
-      for (const c10::IValue &r : results) {
-        if (r.isTensor())
-          flat.push_back(r.toTensor());
-        else if (r.isTuple())
-          for (const c10::IValue &e : r.toTupleRef().elements())
-            flat.push_back(e.toTensor());
-      }
-      outputs.push_back(std::move(flat));
-    }
-    std::vector<std::pair<std::string, at::Tensor>> merged;
-    size_t n = outputs.front().size();
-    for (size_t i = 0; i < n; ++i) {
-      std::vector<at::Tensor> parts;
-      for (auto &chunk : outputs)
-        parts.push_back(chunk[i]);
-      merged.emplace_back(n == 1 ? "output" : "output." + std::to_string(i),
-                          at::cat(parts, 0));
-    }
-    writeTensors(options.outputPath, merged, {});
+    OutputRows outputs;
+    for (int64_t begin = 0; begin < rows; begin += mb)
+      outputs.add(forward(data.arguments(begin, mb, false)));
+    outputs.write(options.outputPath);
     std::printf("[rank0] wrote %lld rows to %s\n", (long long)rows,
                 options.outputPath.c_str());
   }
