@@ -1,6 +1,7 @@
 //===- comm.cpp - pippy's communicator against raw c10d -------------------===//
 //
-//   pippy-bench-comm [ITERS] [SIZES...]      (default 200 8x1024 64x1024 512x1024)
+//   pippy-bench-comm [ITERS] [SIZES...]      (default 200 8x1024 64x1024
+//   512x1024)
 //
 // Two local ranks (forked, FileStore rendezvous in a private directory)
 // ping-pong one float32 tensor per size through pippy's Communicator (the

@@ -67,8 +67,8 @@ struct LowerSchedulePass
       }
       if (llvm::Error err = sched::check(*s, topo)) {
         pipeline.emitError("the ")
-            << schedule << " schedule is invalid: "
-            << llvm::toString(std::move(err));
+            << schedule
+            << " schedule is invalid: " << llvm::toString(std::move(err));
         return signalPassFailure();
       }
       Builder b(&getContext());
@@ -79,13 +79,12 @@ struct LowerSchedulePass
           text += (text.empty() ? "" : " ") + a.str();
         ranks.push_back(b.getStringAttr(text));
       }
-      pipeline->setAttr(
-          "pippy.schedule",
-          b.getDictionaryAttr(
-              {b.getNamedAttr("kind", b.getStringAttr(schedule)),
-               b.getNamedAttr("microbatches",
-                              b.getI64IntegerAttr(microbatches)),
-               b.getNamedAttr("ranks", b.getArrayAttr(ranks))}));
+      pipeline->setAttr("pippy.schedule",
+                        b.getDictionaryAttr(
+                            {b.getNamedAttr("kind", b.getStringAttr(schedule)),
+                             b.getNamedAttr("microbatches",
+                                            b.getI64IntegerAttr(microbatches)),
+                             b.getNamedAttr("ranks", b.getArrayAttr(ranks))}));
     });
   }
 };

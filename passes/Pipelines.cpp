@@ -1,8 +1,9 @@
 //===- Pipelines.cpp - pass pipelines of pippy-opt ------------------------===//
 //
 // `--pippy-split="stages=N policy=balanced|params|uniform skips=direct|relay
-// tied=replicate|transmit mem-cap=BYTES profile=FILE"`: place split points (unless markers exist),
-// outline the stages, resolve tied weights, then skip connections.
+// tied=replicate|transmit mem-cap=BYTES profile=FILE"`: place split points
+// (unless markers exist), outline the stages, resolve tied weights, then skip
+// connections.
 //
 //===----------------------------------------------------------------------===//
 

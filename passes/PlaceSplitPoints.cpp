@@ -67,7 +67,8 @@ FailureOr<Profile> readProfile(func::FuncOp func, StringRef path,
   profile.opNanoseconds.assign(ops.size(), -1);
   for (const llvm::json::Value &v : *entries) {
     const llvm::json::Object *entry = v.getAsObject();
-    std::optional<int64_t> index = entry ? entry->getInteger("index") : std::nullopt;
+    std::optional<int64_t> index =
+        entry ? entry->getInteger("index") : std::nullopt;
     std::optional<double> forward =
         entry ? entry->getNumber("forward_us") : std::nullopt;
     if (!index || !forward || *index < 0 || *index >= (int64_t)ops.size())
@@ -127,8 +128,7 @@ struct PlaceSplitPointsPass
     std::optional<Profile> measured;
     if (!profile.empty()) {
       if (policy != "balanced") {
-        func.emitError("profile= goes with policy=balanced, not ")
-            << policy;
+        func.emitError("profile= goes with policy=balanced, not ") << policy;
         return signalPassFailure();
       }
       FailureOr<Profile> read = readProfile(func, profile, ops);
@@ -216,7 +216,8 @@ struct PlaceSplitPointsPass
         largest = std::max(largest, m);
       func.emitError("no split into ")
           << static_cast<unsigned>(stages)
-          << " stages keeps every stage within mem-cap=" << static_cast<int64_t>(memCap)
+          << " stages keeps every stage within mem-cap="
+          << static_cast<int64_t>(memCap)
           << " bytes (parameters + activations; the largest op alone needs "
           << largest << ")";
       return signalPassFailure();

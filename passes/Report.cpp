@@ -7,8 +7,8 @@
 
 #include "pippy/Analysis/CostModel.h"
 #include "pippy/Analysis/GraphIR.h"
-#include "pippy/Dialect/Pippy/PippyDialect.h"
 #include "pippy/Analysis/Partition.h"
+#include "pippy/Dialect/Pippy/PippyDialect.h"
 #include "pippy/Passes/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"

@@ -84,8 +84,8 @@ struct ResolveTiedPass
       auto group = cast<pd::TiedGroupAttr>(a);
       ArrayRef<int64_t> stages = group.getStages();
       pd::StageOp owner = getStage(pipeline, stages.front());
-      pd::ParamOp ownerParam = owner ? findParam(owner, group.getName())
-                                     : nullptr;
+      pd::ParamOp ownerParam =
+          owner ? findParam(owner, group.getName()) : nullptr;
       if (!ownerParam)
         return pipeline.emitError("tied group '")
                << group.getName() << "': stage " << stages.front()

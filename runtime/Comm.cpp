@@ -1,4 +1,5 @@
-//===- Comm.cpp - the Gloo engine and rendezvous ---------------------------===//
+//===- Comm.cpp - the Gloo engine and rendezvous
+//---------------------------===//
 //
 // Gloo through libtorch's c10d. Single-node runs meet through a FileStore in
 // the private directory `pippy-run --nproc` creates (libtorch 1.13's
@@ -62,8 +63,8 @@ class GlooHandle : public CommHandle {
 public:
   GlooHandle(c10::intrusive_ptr<c10d::Work> work, at::Tensor tensor,
              std::string what, int peer, const Rendezvous &rdzv)
-      : work(std::move(work)), tensor(std::move(tensor)),
-        what(std::move(what)), peer(peer), rdzv(rdzv) {}
+      : work(std::move(work)), tensor(std::move(tensor)), what(std::move(what)),
+        peer(peer), rdzv(rdzv) {}
 
   void wait() override {
     if (!work)
@@ -79,12 +80,12 @@ public:
       char seconds[32];
       std::snprintf(seconds, sizeof(seconds), "%g",
                     rdzv.timeout.count() / 1000.0);
-      msg += peer >= 0 ? (timedOut ? "no answer from rank " +
-                                         std::to_string(peer) + " within " +
-                                         seconds + " s (--timeout)"
-                                   : "lost rank " + std::to_string(peer))
-                       : (timedOut ? "a peer did not answer within the timeout"
-                                   : "a peer failed");
+      msg += peer >= 0
+                 ? (timedOut ? "no answer from rank " + std::to_string(peer) +
+                                   " within " + seconds + " s (--timeout)"
+                             : "lost rank " + std::to_string(peer))
+                 : (timedOut ? "a peer did not answer within the timeout"
+                             : "a peer failed");
       msg += " (" + detail + ")";
       if (std::string failed = failedRanks(rdzv.failedRanksPath);
           !failed.empty())
@@ -117,8 +118,7 @@ public:
       options->devices.push_back(
           c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
     else
-      options->devices.push_back(
-          c10d::ProcessGroupGloo::createDefaultDevice());
+      options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
     options->threads = 2;
     try {
       group = c10::make_intrusive<c10d::ProcessGroupGloo>(this->store, rank,
@@ -184,8 +184,7 @@ private:
                      const at::Tensor &tensor, const std::string &what,
                      int peer) {
     return std::make_shared<GlooHandle>(
-        std::move(work), tensor, what, peer >= 0 ? globalRank(peer) : -1,
-        rdzv);
+        std::move(work), tensor, what, peer >= 0 ? globalRank(peer) : -1, rdzv);
   }
 
   c10::intrusive_ptr<c10d::Store> store;
@@ -230,8 +229,7 @@ std::optional<Rendezvous> Rendezvous::fromEnvironment() {
     rdzv.masterAddr = addr;
   if (std::optional<int> port = envInt("MASTER_PORT"))
     rdzv.masterPort = *port;
-  rdzv.singleNode = !rdzv.storePath.empty() ||
-                    rdzv.masterAddr == "127.0.0.1" ||
+  rdzv.singleNode = !rdzv.storePath.empty() || rdzv.masterAddr == "127.0.0.1" ||
                     rdzv.masterAddr == "localhost";
   return rdzv;
 }
@@ -240,8 +238,8 @@ std::unique_ptr<Communicator> createGlooCommunicator(const Rendezvous &rdzv) {
   c10::intrusive_ptr<c10d::Store> store;
   try {
     if (!rdzv.storePath.empty()) {
-      store = c10::make_intrusive<c10d::FileStore>(rdzv.storePath,
-                                                   rdzv.worldSize);
+      store =
+          c10::make_intrusive<c10d::FileStore>(rdzv.storePath, rdzv.worldSize);
     } else {
       c10d::TCPStoreOptions options;
       options.port = static_cast<uint16_t>(rdzv.masterPort);

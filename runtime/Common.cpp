@@ -1,4 +1,5 @@
-//===- Common.cpp - what the trainers share --------------------------------===//
+//===- Common.cpp - what the trainers share
+//--------------------------------===//
 
 #include "Common.h"
 
@@ -87,8 +88,8 @@ at::Tensor checkedParameter(const TensorFile &file, const std::string &path,
     throw RuntimeError(path + ": parameter '" + name + "' is " +
                        c10::toString(tensor.scalar_type()) +
                        shapeString(tensor.sizes()) +
-                       " but the program expects " +
-                       c10::toString(spec.dtype) + shapeString(spec.sizes));
+                       " but the program expects " + c10::toString(spec.dtype) +
+                       shapeString(spec.sizes));
   return tensor;
 }
 
@@ -228,8 +229,8 @@ void Dataset::check(const std::string &name, const at::Tensor &tensor,
     throw RuntimeError(
         options.dataPath + ": '" + name + "' is " +
         c10::toString(tensor.scalar_type()) + shapeString(tensor.sizes()) +
-        " but the program takes micro-batches of " +
-        c10::toString(spec.dtype) + shapeString(spec.sizes) +
+        " but the program takes micro-batches of " + c10::toString(spec.dtype) +
+        shapeString(spec.sizes) +
         " (rows may differ, the other sizes and the dtype may not)");
 }
 

@@ -36,9 +36,10 @@ struct TensorFile {
 };
 TensorFile readTensors(const std::string &path);
 /// Writes atomically (temporary file, then rename).
-void writeTensors(const std::string &path,
-                  const std::vector<std::pair<std::string, at::Tensor>> &tensors,
-                  const std::map<std::string, std::string> &metadata);
+void writeTensors(
+    const std::string &path,
+    const std::vector<std::pair<std::string, at::Tensor>> &tensors,
+    const std::map<std::string, std::string> &metadata);
 /// The tensor of parameter `name` in `file` (read from `path`), checked
 /// against the program's static spec; an error names what differs.
 at::Tensor checkedParameter(const TensorFile &file, const std::string &path,
@@ -109,16 +110,15 @@ void checkTrainingOptions(const RunOptions &options);
 
 /// Optimizer state of `params` (momentum buffers, AdamW moments and step
 /// counts) as named tensors and metadata, and back.
-void saveOptimizerState(::torch::optim::Optimizer &optimizer,
-                        const std::vector<std::pair<std::string, at::Tensor>>
-                            &params,
-                        std::vector<std::pair<std::string, at::Tensor>> &out,
-                        std::map<std::string, std::string> &metadata);
-void loadOptimizerState(::torch::optim::Optimizer &optimizer,
-                        const std::string &kind,
-                        const std::vector<std::pair<std::string, at::Tensor>>
-                            &params,
-                        const TensorFile &file);
+void saveOptimizerState(
+    ::torch::optim::Optimizer &optimizer,
+    const std::vector<std::pair<std::string, at::Tensor>> &params,
+    std::vector<std::pair<std::string, at::Tensor>> &out,
+    std::map<std::string, std::string> &metadata);
+void loadOptimizerState(
+    ::torch::optim::Optimizer &optimizer, const std::string &kind,
+    const std::vector<std::pair<std::string, at::Tensor>> &params,
+    const TensorFile &file);
 
 } // namespace pippy::rt
 

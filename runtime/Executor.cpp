@@ -1,4 +1,5 @@
-//===- Executor.cpp - one rank of a pipeline -------------------------------===//
+//===- Executor.cpp - one rank of a pipeline
+//-------------------------------===//
 //
 // Rank r loads the pipeline IR, compiles stage r once, builds (or reads) the
 // schedule, checks it, and executes its action list:
@@ -77,7 +78,7 @@ struct TraceEvent {
 
 /// The state of one micro-batch between its forward and its backward.
 struct MicroBatch {
-  std::vector<at::Tensor> received;       // per stage input (or undefined)
+  std::vector<at::Tensor> received; // per stage input (or undefined)
   std::vector<CommHandlePtr> recvF, recvB;
   std::vector<std::vector<at::Tensor>> gradBuffers; // per consumer edge
   std::vector<c10::IValue> outputs;
@@ -134,27 +135,28 @@ private:
           "pipeline first (pippy-opt --pippy-split=stages=1)");
     if (!pipeline)
       throw RuntimeError(
-          options.programPath + ": a graph IR runs as one stage on one rank; "
+          options.programPath +
+          ": a graph IR runs as one stage on one rank; "
           "split it into a pipeline first (pippy-opt --pippy-split) to run it "
-          "on " + std::to_string(rdzv.worldSize) + " ranks");
+          "on " +
+          std::to_string(rdzv.worldSize) + " ranks");
     for (pd::StageOp stage : pipeline.getStages())
       stages.push_back(stage);
     numStages = static_cast<int>(stages.size());
     if (numStages != rdzv.worldSize)
-      throw RuntimeError(options.programPath + " has " +
-                         std::to_string(numStages) +
-                         " stages but the world has " +
-                         std::to_string(rdzv.worldSize) +
-                         " ranks; pippy runs one stage per rank (use --nproc " +
-                         std::to_string(numStages) + ")");
+      throw RuntimeError(
+          options.programPath + " has " + std::to_string(numStages) +
+          " stages but the world has " + std::to_string(rdzv.worldSize) +
+          " ranks; pippy runs one stage per rank (use --nproc " +
+          std::to_string(numStages) + ")");
 
     auto sourceOf = [&](Value v) {
       if (auto arg = dyn_cast<BlockArgument>(v))
         if (arg.getOwner()->getParentOp() == forward.getOperation())
           return Source{-1, arg.getArgNumber()};
       auto result = dyn_cast<OpResult>(v);
-      auto stage = result ? dyn_cast<pd::StageOp>(result.getOwner())
-                          : pd::StageOp();
+      auto stage =
+          result ? dyn_cast<pd::StageOp>(result.getOwner()) : pd::StageOp();
       if (!stage)
         throw RuntimeError(options.programPath +
                            ": a pipeline value comes neither from forward's "
@@ -189,8 +191,7 @@ private:
             ::pippy::getTensorSpec(stages[c].getInputs()[i].getType());
         if (!spec)
           throw RuntimeError(options.programPath + ": stage " +
-                             std::to_string(c) + " input " +
-                             std::to_string(i) +
+                             std::to_string(c) + " input " + std::to_string(i) +
                              " crosses ranks but is not a tensor with a "
                              "static shape and dtype");
         edge.specs.push_back(*spec);
@@ -222,16 +223,16 @@ private:
         throw RuntimeError(options.programPath +
                            ": the pipeline returns one of its inputs");
       if (outputStage >= 0 && src.stage != outputStage)
-        throw RuntimeError(options.programPath +
-                           ": the pipeline's results come from stages " +
-                           std::to_string(outputStage) + " and " +
-                           std::to_string(src.stage) +
-                           "; they must all come from one stage");
+        throw RuntimeError(
+            options.programPath + ": the pipeline's results come from stages " +
+            std::to_string(outputStage) + " and " + std::to_string(src.stage) +
+            "; they must all come from one stage");
       outputStage = src.stage;
       outputIndices.push_back(src.index);
     }
     if (outputStage < 0)
-      throw RuntimeError(options.programPath + ": the pipeline returns nothing");
+      throw RuntimeError(options.programPath +
+                         ": the pipeline returns nothing");
 
     if (ArrayAttr tied = pipeline.getTiedAttr())
       for (Attribute a : tied) {
@@ -283,8 +284,10 @@ private:
         throw RuntimeError(options.programPath +
                            ": pippy.schedule needs microbatches and ranks");
       if (m.getInt() != M)
-        throw RuntimeError(options.programPath + ": its schedule is lowered "
-                           "for " + std::to_string(m.getInt()) +
+        throw RuntimeError(options.programPath +
+                           ": its schedule is lowered "
+                           "for " +
+                           std::to_string(m.getInt()) +
                            " micro-batches; run it with --microbatches " +
                            std::to_string(m.getInt()));
       if (auto kind = lowered.getAs<StringAttr>("kind"))
@@ -387,9 +390,9 @@ private:
           mb.recvF.push_back(comm->recv(
               buffer, edge.peer, tag(m, 0, e),
               where() + ": receiving " +
-                  sched::Action{sched::Op::RecvF, rank, m}.str() +
-                  " input " + std::to_string(edge.entries[e].second) +
-                  " from stage " + std::to_string(edge.peer)));
+                  sched::Action{sched::Op::RecvF, rank, m}.str() + " input " +
+                  std::to_string(edge.entries[e].second) + " from stage " +
+                  std::to_string(edge.peer)));
         }
       if (!training)
         continue;
@@ -404,13 +407,13 @@ private:
           at::Tensor buffer =
               at::empty(spec.sizes, at::TensorOptions().dtype(spec.dtype));
           buffers.push_back(buffer);
-          mb.recvB.push_back(comm->recv(
-              buffer, edge.peer, tag(m, 1, e),
-              where() + ": receiving " +
-                  sched::Action{sched::Op::RecvB, rank, m}.str() +
-                  " gradient of result " +
-                  std::to_string(edge.entries[e].first) + " from stage " +
-                  std::to_string(edge.peer)));
+          mb.recvB.push_back(
+              comm->recv(buffer, edge.peer, tag(m, 1, e),
+                         where() + ": receiving " +
+                             sched::Action{sched::Op::RecvB, rank, m}.str() +
+                             " gradient of result " +
+                             std::to_string(edge.entries[e].first) +
+                             " from stage " + std::to_string(edge.peer)));
         }
         mb.gradBuffers.push_back(std::move(buffers));
       }
@@ -437,19 +440,15 @@ private:
       inputs.emplace_back(t);
     }
     mb.captured.clear();
-    mb.outputs = program->run(inputs, params,
-                              training && !deferred.empty() ? &captureSlots
-                                                            : nullptr,
-                              &mb.captured,
-                              options.profilePath.empty() ? nullptr
-                                                          : &opNanoseconds);
+    mb.outputs = program->run(
+        inputs, params, training && !deferred.empty() ? &captureSlots : nullptr,
+        &mb.captured, options.profilePath.empty() ? nullptr : &opNanoseconds);
     ++forwardsRun;
     if (training && rank == outputStage) {
-      at::Tensor target = options.loss == "none"
-                              ? at::Tensor()
-                              : data->target(begin, rows);
-      mb.loss = computeLoss(options, mb.outputs.at(outputIndices.at(0)),
-                            target);
+      at::Tensor target =
+          options.loss == "none" ? at::Tensor() : data->target(begin, rows);
+      mb.loss =
+          computeLoss(options, mb.outputs.at(outputIndices.at(0)), target);
       stepLoss += mb.loss.item<double>() / options.microbatches;
     }
   }
@@ -460,12 +459,12 @@ private:
         const c10::IValue &value = mb.outputs.at(edge.entries[e].first);
         at::Tensor t = value.toTensor().detach().contiguous();
         checkSpec(t, edge.specs[e], m, edge.entries[e].first);
-        pendingSends.push_back(comm->send(
-            t, edge.peer, tag(m, 0, e),
-            where() + ": sending " +
-                sched::Action{sched::Op::SendF, rank, m}.str() + " result " +
-                std::to_string(edge.entries[e].first) + " to stage " +
-                std::to_string(edge.peer)));
+        pendingSends.push_back(
+            comm->send(t, edge.peer, tag(m, 0, e),
+                       where() + ": sending " +
+                           sched::Action{sched::Op::SendF, rank, m}.str() +
+                           " result " + std::to_string(edge.entries[e].first) +
+                           " to stage " + std::to_string(edge.peer)));
       }
   }
 
@@ -573,12 +572,10 @@ private:
       if (!result[i].defined())
         continue;
       const std::string &name = paramNames[i - firstParam];
-      if (auto it = tiedContributions.find(name);
-          it != tiedContributions.end())
+      if (auto it = tiedContributions.find(name); it != tiedContributions.end())
         it->second[currentMicrobatch] = result[i];
       at::Tensor p = wrt[i];
-      p.mutable_grad() =
-          p.grad().defined() ? p.grad() + result[i] : result[i];
+      p.mutable_grad() = p.grad().defined() ? p.grad() + result[i] : result[i];
     }
     for (size_t i = firstLinear; i < wrt.size(); ++i) {
       if (!result[i].defined())
@@ -620,8 +617,8 @@ private:
     Clock::time_point end = Clock::now();
     double seconds = std::chrono::duration<double>(end - begin).count();
     if (!options.tracePath.empty()) // inside W or STEP, both busy
-      events.push_back({std::to_string(rank) + "W", micros(begin),
-                        seconds * 1e6});
+      events.push_back(
+          {std::to_string(rank) + "W", micros(begin), seconds * 1e6});
   }
 
   void sendBackward(MicroBatch &mb, int m) {
@@ -634,9 +631,8 @@ private:
             g, edge.peer, tag(m, 1, e),
             where() + ": sending " +
                 sched::Action{sched::Op::SendB, rank, m}.str() +
-                " gradient of input " +
-                std::to_string(edge.entries[e].second) + " to stage " +
-                std::to_string(edge.peer)));
+                " gradient of input " + std::to_string(edge.entries[e].second) +
+                " to stage " + std::to_string(edge.peer)));
       }
     mb.inputGrads.clear();
   }
@@ -751,9 +747,9 @@ private:
       tied.insert(name);
     for (const Program::Linear &l : program->linearsWithOwnParameters()) {
       auto trainable = [&](const std::string &name) {
-        return name.empty() || (params.count(name) &&
-                                params.at(name).requires_grad() &&
-                                !tied.count(name));
+        return name.empty() ||
+               (params.count(name) && params.at(name).requires_grad() &&
+                !tied.count(name));
       };
       if (!trainable(l.weight) || !trainable(l.bias))
         continue;
@@ -781,7 +777,8 @@ private:
     if (firstStep > options.steps)
       throw RuntimeError("the last checkpoint is at step " +
                          std::to_string(firstStep - 1) + "; --steps " +
-                         std::to_string(options.steps) + " leaves nothing to do");
+                         std::to_string(options.steps) +
+                         " leaves nothing to do");
     printRank0("schedule " + schedule.kind + ", " + std::to_string(M) +
                " micro-batches of " + std::to_string(mbRows) + " rows, " +
                std::to_string(numStages) + " stages on " +
@@ -914,14 +911,14 @@ private:
     }
     double bubble = wall > 0 ? 1 - busy / (W * wall) : 0;
     if (rank == outputStage && !options.metricsPath.empty())
-      writeJson(options.metricsPath,
-                llvm::json::Object{{"steps", std::move(stepMetrics)},
-                                   {"bubble_fraction", bubble},
-                                   {"peak_inflight_microbatches",
-                                    std::move(peaks)},
-                                   {"busy_s", std::move(busyPerRank)},
-                                   {"schedule", schedule.kind},
-                                   {"ranks", W}});
+      writeJson(
+          options.metricsPath,
+          llvm::json::Object{{"steps", std::move(stepMetrics)},
+                             {"bubble_fraction", bubble},
+                             {"peak_inflight_microbatches", std::move(peaks)},
+                             {"busy_s", std::move(busyPerRank)},
+                             {"schedule", schedule.kind},
+                             {"ranks", W}});
     if (!options.tracePath.empty())
       writeTrace();
     if (!options.profilePath.empty())
@@ -973,9 +970,9 @@ private:
     for (int r = 0; r < rdzv.worldSize; ++r) {
       llvm::Expected<llvm::json::Value> part = llvm::json::parse(all[r]);
       if (!part)
-        throw RuntimeError("rank " + std::to_string(r) +
-                           " sent a malformed profile: " +
-                           llvm::toString(part.takeError()));
+        throw RuntimeError(
+            "rank " + std::to_string(r) +
+            " sent a malformed profile: " + llvm::toString(part.takeError()));
       for (llvm::json::Value &v : *part->getAsArray())
         ops.push_back(std::move(v));
     }
@@ -1076,8 +1073,8 @@ private:
           at::full({1}, static_cast<int64_t>(mine.size()), at::kLong);
       comm->send(length, 0, tagBase, where() + ": sending its trace size")
           ->wait();
-      at::Tensor bytes = at::empty({static_cast<int64_t>(mine.size())},
-                                   at::kByte);
+      at::Tensor bytes =
+          at::empty({static_cast<int64_t>(mine.size())}, at::kByte);
       std::memcpy(bytes.data_ptr(), mine.data(), mine.size());
       comm->send(bytes, 0, tagBase + 1, where() + ": sending its trace")
           ->wait();
@@ -1091,8 +1088,7 @@ private:
       at::Tensor bytes = at::empty({length.item<int64_t>()}, at::kByte);
       comm->recv(bytes, r, tagBase + 1, where() + ": receiving a trace")
           ->wait();
-      all[r].assign(static_cast<const char *>(bytes.data_ptr()),
-                    bytes.numel());
+      all[r].assign(static_cast<const char *>(bytes.data_ptr()), bytes.numel());
     }
     return all;
   }
@@ -1126,9 +1122,9 @@ private:
                                                    std::to_string(r) + ")"}}}});
       llvm::Expected<llvm::json::Value> part = llvm::json::parse(all[r]);
       if (!part)
-        throw RuntimeError("rank " + std::to_string(r) +
-                           " sent a malformed trace: " +
-                           llvm::toString(part.takeError()));
+        throw RuntimeError(
+            "rank " + std::to_string(r) +
+            " sent a malformed trace: " + llvm::toString(part.takeError()));
       for (llvm::json::Value &v : *part->getAsArray())
         merged.push_back(std::move(v));
     }
@@ -1208,8 +1204,7 @@ private:
   /// exactly when its directory has its final name.
   void checkpoint(::torch::optim::Optimizer &optimizer, int step,
                   int64_t cursor) {
-    std::string final =
-        options.checkpointDir + "/step-" + std::to_string(step);
+    std::string final = options.checkpointDir + "/step-" + std::to_string(step);
     std::string tmp = final + ".tmp";
     if (std::error_code ec = llvm::sys::fs::create_directories(tmp))
       throw RuntimeError("cannot create " + tmp + ": " + ec.message());
@@ -1265,8 +1260,8 @@ private:
       throw RuntimeError(dir + " was written by " + meta("world_size") +
                          " ranks, not " + std::to_string(rdzv.worldSize));
     if (meta("optimizer") != options.optimizer)
-      throw RuntimeError(dir + " holds " + meta("optimizer") +
-                         " state, not " + options.optimizer);
+      throw RuntimeError(dir + " holds " + meta("optimizer") + " state, not " +
+                         options.optimizer);
     {
       ::torch::NoGradGuard noGrad;
       for (auto &[name, p] : params) {

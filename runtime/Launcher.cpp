@@ -1,4 +1,5 @@
-//===- Launcher.cpp - spawning local ranks ---------------------------------===//
+//===- Launcher.cpp - spawning local ranks
+//---------------------------------===//
 
 #include "pippy/Runtime/Launcher.h"
 
@@ -112,8 +113,9 @@ int launch(const LaunchOptions &options, const std::vector<std::string> &argv) {
   int world = options.nproc * options.nnodes;
   if (options.nproc < 1 || options.nnodes < 1 || options.nodeRank < 0 ||
       options.nodeRank >= options.nnodes) {
-    std::fprintf(stderr, "pippy-run: error: --nproc %d --nnodes %d "
-                         "--node-rank %d is not a valid layout\n",
+    std::fprintf(stderr,
+                 "pippy-run: error: --nproc %d --nnodes %d "
+                 "--node-rank %d is not a valid layout\n",
                  options.nproc, options.nnodes, options.nodeRank);
     return 1;
   }
@@ -122,7 +124,8 @@ int launch(const LaunchOptions &options, const std::vector<std::string> &argv) {
   // hosts a TCPStore at the master address, which every node must be given.
   char dirTemplate[] = "/tmp/pippy-run-XXXXXX";
   const char *tmp = std::getenv("TMPDIR");
-  std::string base = std::string(tmp && *tmp ? tmp : "/tmp") + "/pippy-run-XXXXXX";
+  std::string base =
+      std::string(tmp && *tmp ? tmp : "/tmp") + "/pippy-run-XXXXXX";
   std::vector<char> dirName(base.begin(), base.end());
   dirName.push_back('\0');
   char *dir = mkdtemp(dirName.data());
@@ -250,7 +253,8 @@ int launch(const LaunchOptions &options, const std::vector<std::string> &argv) {
       allExited &= r.exited;
     if (fds.empty() && allExited)
       break;
-    int n = fds.empty() ? (usleep(50000), 0) : poll(fds.data(), fds.size(), 100);
+    int n =
+        fds.empty() ? (usleep(50000), 0) : poll(fds.data(), fds.size(), 100);
     for (size_t i = 0; n > 0 && i < fds.size(); ++i) {
       if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
         continue;
@@ -280,8 +284,8 @@ int launch(const LaunchOptions &options, const std::vector<std::string> &argv) {
       if (ok)
         continue;
       exitCode = 1;
-      std::string what = "rank " + std::to_string(r.rank) + " " +
-                         describeExit(status);
+      std::string what =
+          "rank " + std::to_string(r.rank) + " " + describeExit(status);
       failures += (failures.empty() ? "" : "; ") + what;
       if (FILE *f = std::fopen(failedPath.c_str(), "a")) {
         std::fprintf(f, "%s\n", what.c_str());

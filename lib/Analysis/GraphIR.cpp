@@ -42,8 +42,7 @@ bool isReplicable(Operation *op) {
   return false;
 }
 
-mlir::pippy::StageOp getStage(mlir::pippy::PipelineOp pipeline,
-                              int64_t index) {
+mlir::pippy::StageOp getStage(mlir::pippy::PipelineOp pipeline, int64_t index) {
   for (mlir::pippy::StageOp stage : pipeline.getStages())
     if (stage.getIndexAttr().getInt() == index)
       return stage;

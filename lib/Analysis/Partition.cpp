@@ -66,9 +66,8 @@ std::vector<size_t> tryPartition(const std::vector<int64_t> &prefix,
       }
       while (!window.empty() && window.front() < firstStart[j])
         window.pop_front();
-      if (!window.empty() &&
-          prefix[window.front()] - cut[window.front()] >=
-              prefix[j] + cut[j] - limit) {
+      if (!window.empty() && prefix[window.front()] - cut[window.front()] >=
+                                 prefix[j] + cut[j] - limit) {
         next[j] = 1;
         parent[k][j] = window.front();
       }

@@ -117,11 +117,9 @@ llvm::ArrayRef<StringRef> pippy::schedule::kinds() {
   return names;
 }
 
-llvm::Expected<Schedule> pippy::schedule::generate(StringRef kind,
-                                                   const Topology &topo,
-                                                   int microbatches,
-                                                   bool training,
-                                                   bool splitBackward) {
+llvm::Expected<Schedule>
+pippy::schedule::generate(StringRef kind, const Topology &topo,
+                          int microbatches, bool training, bool splitBackward) {
   if (!llvm::is_contained(kinds(), kind))
     return error("unknown schedule '" + kind + "'; expected " +
                  llvm::join(kinds(), " or "));
@@ -185,9 +183,8 @@ llvm::Expected<Schedule> pippy::schedule::generate(StringRef kind,
   return schedule;
 }
 
-llvm::Expected<Schedule> pippy::schedule::parse(StringRef text,
-                                                int microbatches,
-                                                bool training) {
+llvm::Expected<Schedule>
+pippy::schedule::parse(StringRef text, int microbatches, bool training) {
   Schedule schedule;
   schedule.kind = "custom";
   schedule.microbatches = microbatches;
@@ -279,8 +276,8 @@ llvm::Error checkRank(const Schedule &schedule, const Topology &topo, int r) {
                         a.op == Op::RecvB || a.op == Op::AllReduceTied ||
                         a.op == Op::Step || a.op == Op::Weight;
     if (!schedule.training && backwardOnly)
-      return error("action " + a.str() +
-                   " in a forward-only schedule\n" + where(i));
+      return error("action " + a.str() + " in a forward-only schedule\n" +
+                   where(i));
     if ((a.op == Op::RecvF || a.op == Op::SendB) && !hasProducers)
       return error("action " + a.str() + ": stage " + llvm::Twine(r) +
                    " receives no activations\n" + where(i));
@@ -448,8 +445,7 @@ llvm::Error pippy::schedule::check(const Schedule &schedule,
         reason += "\n  rank" + std::to_string(r) + " waits at " + a.str();
       }
       return error("the schedule deadlocks: no rank can move" + reason +
-                   "\n(! marks where each rank is stuck)\n" +
-                   renderGrid(grid));
+                   "\n(! marks where each rank is stuck)\n" + renderGrid(grid));
     }
     for (int r = 0; r < S; ++r)
       if (!llvm::is_contained(runnable, r))

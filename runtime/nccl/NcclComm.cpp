@@ -1,4 +1,5 @@
-//===- NcclComm.cpp - the NCCL engine --------------------------------------===//
+//===- NcclComm.cpp - the NCCL engine
+//--------------------------------------===//
 
 #include "NcclComm.h"
 
@@ -30,12 +31,10 @@ std::string hex(const char *bytes, size_t n) {
 bool unhex(const std::string &text, char *bytes, size_t n) {
   if (text.size() != 2 * n)
     return false;
-  auto value = [](char c) {
-    return c >= 'a' ? c - 'a' + 10 : c - '0';
-  };
+  auto value = [](char c) { return c >= 'a' ? c - 'a' + 10 : c - '0'; };
   for (size_t i = 0; i < n; ++i)
-    bytes[i] = static_cast<char>(value(text[2 * i]) << 4 |
-                                 value(text[2 * i + 1]));
+    bytes[i] =
+        static_cast<char>(value(text[2 * i]) << 4 | value(text[2 * i + 1]));
   return true;
 }
 
@@ -120,8 +119,8 @@ Communicator::Communicator(Store &store, const std::string &key, int rank,
   if (rank < 0 || rank >= size)
     throw NcclError("rank " + std::to_string(rank) + " outside a world of " +
                     std::to_string(size));
-  cudaCheck(cudaSetDevice(device), "cudaSetDevice(" +
-                                       std::to_string(device) + ")");
+  cudaCheck(cudaSetDevice(device),
+            "cudaSetDevice(" + std::to_string(device) + ")");
   cudaCheck(cudaStreamCreateWithFlags(&cudaStream, cudaStreamNonBlocking),
             "cudaStreamCreate");
   ncclUniqueId id;
@@ -197,9 +196,8 @@ Handle Communicator::finish(const std::string &what) {
   return Handle(*this, what);
 }
 
-Handle Communicator::send(const void *buffer, size_t count,
-                          ncclDataType_t type, int peer,
-                          const std::string &what) {
+Handle Communicator::send(const void *buffer, size_t count, ncclDataType_t type,
+                          int peer, const std::string &what) {
   check(ncclSend(buffer, count, type, peer, comm, cudaStream), what);
   return finish(what);
 }

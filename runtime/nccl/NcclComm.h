@@ -95,8 +95,8 @@ public:
               const std::string &what);
   Handle allReduceSum(const void *in, void *out, size_t count,
                       ncclDataType_t type, const std::string &what);
-  Handle broadcast(const void *in, void *out, size_t count,
-                   ncclDataType_t type, int root, const std::string &what);
+  Handle broadcast(const void *in, void *out, size_t count, ncclDataType_t type,
+                   int root, const std::string &what);
   void barrier(const std::string &what);
 
   /// Sends and receives between these calls form one NCCL group (needed

@@ -70,8 +70,7 @@ int run() {
   cudaOk(cudaMemcpy(a, host.data(), n * sizeof(float), cudaMemcpyHostToDevice),
          "cudaMemcpy");
   auto fetch = [&] {
-    cudaOk(cudaMemcpy(out.data(), b, n * sizeof(float),
-                      cudaMemcpyDeviceToHost),
+    cudaOk(cudaMemcpy(out.data(), b, n * sizeof(float), cudaMemcpyDeviceToHost),
            "cudaMemcpy");
   };
 

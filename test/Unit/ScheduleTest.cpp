@@ -32,9 +32,8 @@ Topology skipTopology() {
 } // namespace
 
 TEST(Schedule, ActionTextRoundTrips) {
-  for (const char *text :
-       {"1F2", "0B3", "2SEND_F1", "1RECV_F10", "3SEND_B0", "0RECV_B7",
-        "0ALLREDUCE_TIED", "12STEP", "0W"}) {
+  for (const char *text : {"1F2", "0B3", "2SEND_F1", "1RECV_F10", "3SEND_B0",
+                           "0RECV_B7", "0ALLREDUCE_TIED", "12STEP", "0W"}) {
     std::optional<Action> a = parseAction(text);
     ASSERT_TRUE(a.has_value()) << text;
     EXPECT_EQ(a->str(), text);
@@ -87,7 +86,8 @@ TEST(Schedule, SplitBackwardFillsTheFirstStagesWait) {
   // GPipe and forward-only schedules have no W.
   EXPECT_EQ(mustGenerate("gpipe", topo, 3).str().find("W "), std::string::npos);
   llvm::Expected<Schedule> bad = parse("rank0: 0F0 0SEND_F0 0W\nrank1: "
-                                       "1RECV_F0 1F0\n", 1, false);
+                                       "1RECV_F0 1F0\n",
+                                       1, false);
   ASSERT_TRUE(static_cast<bool>(bad));
   EXPECT_NE(checkError(*bad, topo).find("0W in a forward-only schedule"),
             std::string::npos);
@@ -110,7 +110,8 @@ TEST(Schedule, PeakInflightAndBubble) {
     for (int M = 1; M <= 8; ++M) {
       Topology topo = Topology::chain(S);
       std::vector<double> f(S, 1.0), b(S, 2.0);
-      Simulation gpipe = simulate(mustGenerate("gpipe", topo, M), topo, f, b, 0);
+      Simulation gpipe =
+          simulate(mustGenerate("gpipe", topo, M), topo, f, b, 0);
       Simulation onef = simulate(mustGenerate("1f1b", topo, M), topo, f, b, 0);
       double ideal = double(S - 1) / (M + S - 1);
       EXPECT_NEAR(gpipe.bubbleFraction, ideal, 1e-12) << S << " " << M;
@@ -127,10 +128,9 @@ TEST(Schedule, DeadlockPrintsTheGrid) {
   Topology topo = Topology::chain(2);
   // Rank 0 waits for micro-batch 0's gradient before sending its
   // activations: neither rank can move after the first tick.
-  llvm::Expected<Schedule> s =
-      parse("rank0: 0F0 0RECV_B0 0SEND_F0 0B0 0STEP\n"
-            "rank1: 1RECV_F0 1F0 1B0 1SEND_B0 1STEP\n",
-            1);
+  llvm::Expected<Schedule> s = parse("rank0: 0F0 0RECV_B0 0SEND_F0 0B0 0STEP\n"
+                                     "rank1: 1RECV_F0 1F0 1B0 1SEND_B0 1STEP\n",
+                                     1);
   ASSERT_TRUE(static_cast<bool>(s));
   std::string msg = checkError(*s, topo);
   EXPECT_NE(msg.find("deadlocks"), std::string::npos) << msg;

@@ -53,8 +53,9 @@ static cl::opt<bool> infer("infer", cl::desc("forward only"));
 static cl::opt<std::string> output("output", cl::desc("--infer: outputs file"));
 static cl::opt<int> threads("threads-per-rank",
                             cl::desc("intra-op threads per rank"), cl::init(1));
-static cl::opt<int> nnodes("nnodes", cl::desc("nodes (world size = nnodes x "
-                                              "nproc)"),
+static cl::opt<int> nnodes("nnodes",
+                           cl::desc("nodes (world size = nnodes x "
+                                    "nproc)"),
                            cl::init(1));
 static cl::opt<int> nodeRank("node-rank", cl::desc("this node's index"),
                              cl::init(0));
@@ -65,8 +66,7 @@ static cl::opt<int> masterPort("master-port",
                                cl::desc("rank 0's port (MASTER_PORT)"),
                                cl::init(0));
 static cl::opt<double>
-    timeout("timeout",
-            cl::desc("seconds to wait for a peer before giving up"),
+    timeout("timeout", cl::desc("seconds to wait for a peer before giving up"),
             cl::init(60));
 static cl::opt<std::string> trace("trace",
                                   cl::desc("write a Chrome/Perfetto trace"));
@@ -83,9 +83,9 @@ static cl::opt<bool> deferWeightGrads(
              "weight gradients of linear layers once per step as one matrix "
              "product over all micro-batches (faster; rounding differs from "
              "per-micro-batch accumulation in the last bits)"));
-static cl::opt<std::string> profile(
-    "profile", cl::desc("write measured per-op times for --pippy-split "
-                        "profile=FILE"));
+static cl::opt<std::string>
+    profile("profile", cl::desc("write measured per-op times for --pippy-split "
+                                "profile=FILE"));
 static cl::opt<std::string> scheduleFile(
     "schedule-file",
     cl::desc("read the schedule's action lists from a file (text form: one "

@@ -21,7 +21,7 @@
 namespace pippy {
 
 struct LaunchOptions {
-  int nproc = 1;     ///< ranks on this node
+  int nproc = 1; ///< ranks on this node
   int nnodes = 1;
   int nodeRank = 0;
   std::string masterAddr; ///< multi-node: rank 0's host

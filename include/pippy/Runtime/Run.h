@@ -35,12 +35,12 @@ struct RunOptions {
   bool infer = false;
   std::string outputPath;
   int threads = 1;
-  double timeoutSeconds = 60;   ///< communicator timeout
-  std::string tracePath;        ///< Chrome/Perfetto trace (pipelines)
-  std::string checkpointDir;    ///< checkpoints (pipelines)
+  double timeoutSeconds = 60; ///< communicator timeout
+  std::string tracePath;      ///< Chrome/Perfetto trace (pipelines)
+  std::string checkpointDir;  ///< checkpoints (pipelines)
   int checkpointEvery = 0;
   bool resume = false;
-  std::string scheduleText;     ///< a schedule in text form (overrides kind)
+  std::string scheduleText;      ///< a schedule in text form (overrides kind)
   bool deferWeightGrads = false; ///< batch linear weight gradients per step
   std::string profilePath;       ///< measured per-op times (pipelines)
 };

@@ -119,10 +119,10 @@ llvm::Error check(const Schedule &schedule, const Topology &topo);
 /// rank is free and its messages have arrived.
 struct Simulation {
   double makespan = 0;
-  std::vector<double> busy;          ///< compute time per rank
-  std::vector<int> peakInflight;     ///< max micro-batches forwarded but not
-                                     ///< yet backwarded, per rank
-  double bubbleFraction = 0;         ///< 1 - sum(busy) / (ranks x makespan)
+  std::vector<double> busy;      ///< compute time per rank
+  std::vector<int> peakInflight; ///< max micro-batches forwarded but not
+                                 ///< yet backwarded, per rank
+  double bubbleFraction = 0;     ///< 1 - sum(busy) / (ranks x makespan)
 };
 Simulation simulate(const Schedule &schedule, const Topology &topo,
                     llvm::ArrayRef<double> forwardCost,
