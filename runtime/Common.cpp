@@ -170,6 +170,22 @@ std::string resolveWeightsPath(const RunOptions &options, ModuleOp module) {
   return path;
 }
 
+Source sourceOf(Value value, Operation *forward,
+                const std::string &programPath) {
+  if (auto arg = dyn_cast<BlockArgument>(value))
+    if (arg.getOwner()->getParentOp() == forward)
+      return Source{-1, arg.getArgNumber()};
+  auto result = dyn_cast<OpResult>(value);
+  auto stage = result ? dyn_cast<mlir::pippy::StageOp>(result.getOwner())
+                      : mlir::pippy::StageOp();
+  if (!stage)
+    throw RuntimeError(programPath +
+                       ": a pipeline value comes neither from forward's "
+                       "arguments nor from a stage");
+  return Source{static_cast<int>(stage.getIndexAttr().getInt()),
+                result.getResultNumber()};
+}
+
 TensorSpec specOfArgument(BlockArgument arg) {
   std::optional<TensorSpec> spec = getTensorSpec(arg.getType());
   if (!spec)

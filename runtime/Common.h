@@ -59,6 +59,17 @@ mlir::OwningOpRef<mlir::ModuleOp> parseProgram(mlir::MLIRContext &context,
 /// --weights, or the module's pippy.weights (relative to the program file).
 std::string resolveWeightsPath(const RunOptions &options,
                                mlir::ModuleOp module);
+/// Where a pipeline value comes from: a stage's result, or (stage -1) an
+/// argument of forward.
+struct Source {
+  int stage = -1;
+  unsigned index = 0;
+};
+/// The source of `value`, a stage input or pipeline result inside
+/// `forward`; an error naming `programPath` for anything else.
+Source sourceOf(mlir::Value value, mlir::Operation *forward,
+                const std::string &programPath);
+
 /// The static spec of forward's argument `index`.
 TensorSpec specOfArgument(mlir::BlockArgument arg);
 

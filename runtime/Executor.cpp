@@ -56,12 +56,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr int kMaxEntries = 1024; // tensors per stage pair, for tags
 
-/// Where a stage input comes from: a stage's result, or forward's argument.
-struct Source {
-  int stage = -1;
-  unsigned index = 0;
-};
-
 /// The tensors one stage sends another per micro-batch: (producer result,
 /// consumer input) pairs in the consumer's input order. Both ends derive the
 /// same list from the IR, so messages need no headers.
@@ -151,18 +145,8 @@ private:
           std::to_string(numStages) + ")");
 
     auto sourceOf = [&](Value v) {
-      if (auto arg = dyn_cast<BlockArgument>(v))
-        if (arg.getOwner()->getParentOp() == forward.getOperation())
-          return Source{-1, arg.getArgNumber()};
-      auto result = dyn_cast<OpResult>(v);
-      auto stage =
-          result ? dyn_cast<pd::StageOp>(result.getOwner()) : pd::StageOp();
-      if (!stage)
-        throw RuntimeError(options.programPath +
-                           ": a pipeline value comes neither from forward's "
-                           "arguments nor from a stage");
-      return Source{static_cast<int>(stage.getIndexAttr().getInt()),
-                    result.getResultNumber()};
+      return ::pippy::rt::sourceOf(v, forward.getOperation(),
+                                   options.programPath);
     };
 
     // Edges between every pair of stages, and the topology the schedule

@@ -81,12 +81,6 @@ private:
     compilePipeline(forward, pipeline);
   }
 
-  /// Where a stage input or a pipeline output comes from.
-  struct Source {
-    int stage = -1; ///< -1: an argument of forward
-    unsigned index = 0;
-  };
-
   /// The stages run one after another in this process: autograd links them,
   /// and a tied parameter is one tensor, so its gradients add up.
   void compilePipeline(func::FuncOp forward, mlir::pippy::PipelineOp pipeline) {
@@ -96,18 +90,8 @@ private:
         throw RuntimeError(options.programPath +
                            ": forward must return the pipeline's results");
     auto sourceOf = [&](Value v) {
-      if (auto arg = dyn_cast<BlockArgument>(v))
-        if (arg.getOwner()->getParentOp() == forward.getOperation())
-          return Source{-1, arg.getArgNumber()};
-      auto result = dyn_cast<OpResult>(v);
-      auto stage = result ? dyn_cast<mlir::pippy::StageOp>(result.getOwner())
-                          : mlir::pippy::StageOp();
-      if (!stage)
-        throw RuntimeError(options.programPath +
-                           ": a pipeline value comes neither from forward's "
-                           "arguments nor from a stage");
-      return Source{static_cast<int>(stage.getIndexAttr().getInt()),
-                    result.getResultNumber()};
+      return ::pippy::rt::sourceOf(v, forward.getOperation(),
+                                   options.programPath);
     };
     for (mlir::pippy::StageOp stage : pipeline.getStages()) {
       std::string name =
