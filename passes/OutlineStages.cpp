@@ -36,17 +36,22 @@ struct StagePlan {
   Operation *marker = nullptr;    // the split point that ends it, if any
 };
 
-/// Values an op reads that are defined outside it (nested regions included).
-llvm::SetVector<Value> getExternalUses(Operation *op) {
-  llvm::SetVector<Value> uses;
+/// Calls `fn` on each value `op` reads that is defined outside it (nested
+/// regions included), possibly more than once. Most ops have no regions: they
+/// are read straight from their operands, with no set built.
+void forEachExternalUse(Operation *op, llvm::function_ref<void(Value)> fn) {
+  if (op->getNumRegions() == 0) {
+    for (Value operand : op->getOperands())
+      fn(operand);
+    return;
+  }
   op->walk([&](Operation *inner) {
     for (Value operand : inner->getOperands()) {
       Region *defRegion = operand.getParentRegion();
       if (inner == op || !op->isAncestor(defRegion->getParentOp()))
-        uses.insert(operand);
+        fn(operand);
     }
   });
-  return uses;
 }
 
 struct OutlineStagesPass
@@ -67,10 +72,12 @@ struct OutlineStagesPass
         body, [](Operation &op) { return isa<pd::SplitPointOp>(op); });
     bool hasPipeline = llvm::any_of(
         body, [](Operation &op) { return isa<pd::PipelineOp>(op); });
-    if (hasPipeline)
-      return; // already outlined
-    if (!hasMarker && !singleStage)
-      return; // a graph IR without split points stays one stage
+    if (hasPipeline || (!hasMarker && !singleStage)) {
+      // Already outlined, or a graph IR without split points: it stays one
+      // stage, unchanged.
+      markAllAnalysesPreserved();
+      return;
+    }
 
     // Assign each op to a stage.
     SmallVector<StagePlan> stages(1);
@@ -114,42 +121,42 @@ struct OutlineStagesPass
     };
     for (auto [s, stage] : llvm::enumerate(stages)) {
       for (Operation *op : stage.ops) {
-        for (Value v : getExternalUses(op)) {
+        bool crossesBadly = false;
+        forEachExternalUse(op, [&](Value v) {
           if (Operation *def = v.getDefiningOp();
               def && ::pippy::isReplicable(def))
-            continue;
+            return;
           std::optional<unsigned> from = producerStage(v);
-          if (from && *from == s)
-            continue;
+          if (crossesBadly || (from && *from == s))
+            return;
           if (from && !isa<torch::BaseTensorType>(v.getType())) {
             v.getDefiningOp()->emitOpError("result of type ")
                 << v.getType() << " is made in stage " << *from
                 << " and used in stage " << s
                 << "; only tensors can cross stages";
-            return signalPassFailure();
+            crossesBadly = true;
+            return;
           }
           stage.inputs.insert(v);
           if (from)
             stages[*from].results.insert(v);
-        }
+        });
+        if (crossesBadly)
+          return signalPassFailure();
       }
     }
     for (Value v : ret.getOperands())
       if (std::optional<unsigned> from = producerStage(v))
         stages[*from].results.insert(v);
 
-    // Results in definition order.
-    llvm::DenseMap<Operation *, unsigned> position;
-    for (Operation &op : body)
-      position[&op] = position.size();
+    // Results in definition order (all are results of ops in the body).
     for (StagePlan &stage : stages) {
       SmallVector<Value> sorted(stage.results.begin(), stage.results.end());
       llvm::stable_sort(sorted, [&](Value a, Value b) {
-        auto key = [&](Value v) {
-          auto r = cast<OpResult>(v);
-          return std::make_pair(position[r.getOwner()], r.getResultNumber());
-        };
-        return key(a) < key(b);
+        auto ra = cast<OpResult>(a), rb = cast<OpResult>(b);
+        if (ra.getOwner() != rb.getOwner())
+          return ra.getOwner()->isBeforeInBlock(rb.getOwner());
+        return ra.getResultNumber() < rb.getResultNumber();
       });
       stage.results = llvm::SetVector<Value>(sorted.begin(), sorted.end());
     }
@@ -196,16 +203,25 @@ struct OutlineStagesPass
             users.push_back(s);
         }
       };
+      // The stage's ops move into the region (no copy: they belong to this
+      // stage alone); what they read from outside is remapped to the block's
+      // arguments and to the copies above.
       for (Operation *op : stage.ops) {
-        for (Value v : getExternalUses(op))
+        forEachExternalUse(op, [&](Value v) {
           if (Operation *def = v.getDefiningOp();
               def && ::pippy::isReplicable(def))
             copy(v);
-        inner.clone(*op, map);
+        });
+        op->moveBefore(block, block->end());
+        op->walk([&](Operation *inner) {
+          for (OpOperand &operand : inner->getOpOperands())
+            if (Value mapped = map.lookupOrNull(operand.get()))
+              operand.set(mapped);
+        });
       }
       SmallVector<Value> yielded;
       for (Value v : stage.results)
-        yielded.push_back(map.lookup(v));
+        yielded.push_back(v);
       pd::YieldOp::create(inner, stageLoc, yielded);
       for (auto [i, v] : llvm::enumerate(stage.results))
         sent[v] = stageOp.getResult(i);

@@ -95,12 +95,12 @@ struct PlaceSplitPointsPass
   void runOnOperation() override {
     func::FuncOp func = getOperation();
     if (func.isExternal())
-      return;
+      return markAllAnalysesPreserved();
     Block &body = func.getBody().front();
     if (llvm::any_of(body, [](Operation &op) {
           return isa<pd::SplitPointOp, pd::PipelineOp>(op);
         }))
-      return;
+      return markAllAnalysesPreserved(); // the split is already chosen
     if (policy != "balanced" && policy != "params" && policy != "uniform") {
       func.emitError("unknown split policy '")
           << policy << "'; expected balanced, params or uniform";

@@ -66,12 +66,19 @@ struct ResolveSkipsPass
           << mode << "'; expected direct or relay";
       return signalPassFailure();
     }
-    if (mode == "direct")
-      return;
-    getOperation().walk([&](pd::PipelineOp pipeline) { relay(pipeline); });
+    // Direct sends are what outlining made: nothing changes, so the verifier
+    // need not walk the IR again.
+    bool changed = false;
+    if (mode == "relay")
+      getOperation().walk(
+          [&](pd::PipelineOp pipeline) { changed |= relay(pipeline); });
+    if (!changed)
+      markAllAnalysesPreserved();
   }
 
-  void relay(pd::PipelineOp pipeline) {
+  /// Returns whether any value was relayed.
+  bool relay(pd::PipelineOp pipeline) {
+    bool changed = false;
     int64_t numStages = llvm::range_size(pipeline.getStages());
     // (producer stage, result, relaying stage) -> result of the relaying
     // stage that carries the value.
@@ -104,8 +111,10 @@ struct ResolveSkipsPass
         }
         getStage(pipeline, s)
             ->setOperand(i, getStage(pipeline, s - 1).getResult(current));
+        changed = true;
       }
     }
+    return changed;
   }
 };
 

@@ -68,18 +68,23 @@ struct ResolveTiedPass
           << mode << "'; expected replicate or transmit";
       return signalPassFailure();
     }
-    if (mode == "replicate")
-      return;
-    getOperation().walk([&](pd::PipelineOp pipeline) {
-      if (failed(transmit(pipeline)))
-        signalPassFailure();
-    });
+    // Replicated groups are what outlining made: nothing changes, so the
+    // verifier need not walk the IR again.
+    bool changed = false;
+    if (mode == "transmit")
+      getOperation().walk([&](pd::PipelineOp pipeline) {
+        if (failed(transmit(pipeline, changed)))
+          signalPassFailure();
+      });
+    if (!changed)
+      markAllAnalysesPreserved();
   }
 
-  LogicalResult transmit(pd::PipelineOp pipeline) {
+  LogicalResult transmit(pd::PipelineOp pipeline, bool &changed) {
     ArrayAttr tied = pipeline.getTiedAttr();
     if (!tied)
       return success();
+    changed = true;
     for (Attribute a : tied) {
       auto group = cast<pd::TiedGroupAttr>(a);
       ArrayRef<int64_t> stages = group.getStages();

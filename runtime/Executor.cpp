@@ -29,7 +29,10 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/xxhash.h"
 
 #include <chrono>
 #include <cmath>
@@ -313,6 +316,7 @@ private:
 
   void connect() {
     comm = ::pippy::createGlooCommunicator(rdzv);
+    checkRanksAgree();
     // Tied groups: one communicator per group, created by its members in
     // the pipeline's order. Replicas start from the first member's value.
     for (const auto &[name, members] : tiedGroups) {
@@ -334,6 +338,80 @@ private:
     }
     comm->barrier(where() + ": waiting for every rank to start");
     epoch = Clock::now();
+  }
+
+  /// Every rank must run the same program, schedule and options (ranks on
+  /// other hosts are started by hand or by a cluster launcher, each with its
+  /// own command line): one that differs would wait forever on a transfer or
+  /// gather its peers never start. Each rank puts a hash of every setting in
+  /// its row; one all-reduce shows every rank all the rows, and a difference
+  /// is an error naming the ranks and the settings before the first step.
+  void checkRanksAgree() {
+    auto onOff = [](const std::string &path) {
+      return std::string(path.empty() ? "off" : "on");
+    };
+    auto num = [](double v) { return llvm::formatv("{0:e}", v).str(); };
+    auto opt = [&](const std::optional<double> &v) {
+      return v ? num(*v) : std::string("default");
+    };
+    std::string program;
+    if (auto buffer = llvm::MemoryBuffer::getFile(options.programPath))
+      program = (*buffer)->getBuffer().str();
+    std::vector<std::pair<std::string, std::string>> settings = {
+        {"the program (" + options.programPath + ")", program},
+        {"--infer", options.infer ? "on" : "off"},
+        {"--schedule, --schedule-file or the lowered schedule",
+         options.infer ? "" : schedule.str()},
+        {"--microbatches", std::to_string(options.microbatches)},
+        {"--steps", std::to_string(options.steps)},
+        {"--loss", options.loss},
+        {"--optimizer, --lr, --momentum, --weight-decay, --betas, --eps",
+         options.optimizer + " " + num(options.lr) + " " +
+             opt(options.momentum) + " " + opt(options.weightDecay) + " " +
+             opt(options.beta1) + " " + opt(options.beta2) + " " +
+             opt(options.eps)},
+        {"--clip-grad-norm", opt(options.clipGradNorm)},
+        {"--defer-weight-grads", options.deferWeightGrads ? "on" : "off"},
+        {"--save-weights", onOff(options.saveWeightsPath)},
+        {"--save-grads", onOff(options.saveGradsPath)},
+        {"--metrics", onOff(options.metricsPath)},
+        {"--trace", onOff(options.tracePath)},
+        {"--profile", onOff(options.profilePath)},
+        {"--output", onOff(options.outputPath)},
+        {"--checkpoint-dir and --checkpoint-every",
+         onOff(options.checkpointDir) + " " +
+             std::to_string(options.checkpointEvery)},
+        {"--resume", options.resume ? "on" : "off"},
+    };
+    int64_t n = static_cast<int64_t>(settings.size());
+    at::Tensor rows = at::zeros({rdzv.worldSize, n}, at::kLong);
+    auto mine = rows[rank];
+    for (int64_t i = 0; i < n; ++i)
+      // Kept below 2^62 so that the sum of one row and zeros cannot wrap.
+      mine[i] =
+          static_cast<int64_t>(llvm::xxh3_64bits(settings[i].second) >> 2);
+    comm->allReduceSum(rows, where() + ": comparing the ranks' settings")
+        ->wait();
+    auto all = rows.accessor<int64_t, 2>();
+    std::string differ;
+    for (int64_t i = 0; i < n; ++i) {
+      std::vector<int> others;
+      for (int r = 0; r < rdzv.worldSize; ++r)
+        if (all[r][i] != all[0][i])
+          others.push_back(r);
+      if (others.empty())
+        continue;
+      std::string list;
+      for (int r : others)
+        list += (list.empty() ? "" : ", ") + std::to_string(r);
+      differ += "\n  " + settings[i].first + ": rank" +
+                (others.size() > 1 ? "s " : " ") + list + " differ" +
+                (others.size() > 1 ? "" : "s") + " from rank 0";
+    }
+    if (!differ.empty())
+      throw RuntimeError("the ranks were not started alike; every rank needs "
+                         "the same program and options:" +
+                         differ);
   }
 
   //===--------------------------------------------------------------------===//

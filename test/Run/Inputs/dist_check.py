@@ -12,12 +12,19 @@ CASE is one of:
            must exit non-zero naming the dead rank.
   hang     stops rank 1 with SIGSTOP: rank 0 must give up within the
            --timeout naming rank 1, and the launcher must end the run.
+  nodes    runs the pipeline as two nodes of one rank each (two pippy-run
+           processes with --nnodes 2 --node-rank 0/1 --master-addr
+           127.0.0.1, meeting through rank 0's TCPStore, as across hosts):
+           its losses and weights must equal the one-node --nproc 2 run's.
+           Then node 1 is started with other --steps and no --save-weights:
+           both nodes must stop before the first step, naming those options.
 Prints one line per check; exits non-zero when one fails.
 """
 import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -94,6 +101,71 @@ def resume(out, bindir):
     return ok
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def nodes(out, bindir):
+    train(out, bindir, 3, ["--metrics", f"{out}/one-node.json",
+                           "--save-weights", f"{out}/one-node.safetensors"])
+    # Every node gets the same command line, as under torchrun; rank 0
+    # writes the files.
+    same = ["--steps", "3", "--metrics", f"{out}/two-nodes.json",
+            "--save-weights", f"{out}/two-nodes.safetensors"]
+    codes, texts = run_nodes(out, bindir, [same, same])
+    ok = True
+    for node in (0, 1):
+        prefixes = sorted({line.split("]")[0] + "]" for line in
+                           texts[node].splitlines() if line.startswith("[rank")})
+        print(f"node {node}: exit status {codes[node]}, output from "
+              + " ".join(prefixes))
+        if codes[node] != 0:
+            print(texts[node])
+            ok = False
+    if not ok:
+        return False
+    a = [s["loss"] for s in json.load(open(f"{out}/one-node.json"))["steps"]]
+    b = [s["loss"] for s in json.load(open(f"{out}/two-nodes.json"))["steps"]]
+    same = len(a) == 3 and a == b
+    print(f"two-node losses {'ok' if same else 'MISMATCH'}: "
+          + ", ".join(f"{x:.6f}/{y:.6f}" for x, y in zip(b, a)))
+    wa, _ = st.load(f"{out}/one-node.safetensors")
+    wb, _ = st.load(f"{out}/two-nodes.safetensors")
+    same_w = set(wa) == set(wb) and all(torch.equal(wa[k], wb[k]) for k in wa)
+    print(f"two-node weights {'ok' if same_w else 'MISMATCH'}")
+
+    codes, texts = run_nodes(out, bindir, [["--steps", "3", "--save-weights",
+                                            f"{out}/x.safetensors"],
+                                           ["--steps", "4"]])
+    print(f"nodes started unlike: exit statuses {codes}")
+    for line in texts[0].splitlines():
+        if line.startswith("[rank0]") and ("error" in line or "  --" in line):
+            print(line)
+    stopped = codes == [1, 1] and "step 1/" not in texts[0] + texts[1]
+    print(f"stopped before the first step: {'yes' if stopped else 'no'}")
+    return same and same_w and stopped
+
+
+def run_nodes(out, bindir, extras):
+    """Runs one pippy-run per node (one rank each) with a fresh port;
+    returns their exit statuses and outputs."""
+    port = str(free_port())
+    procs = []
+    for node, extra in enumerate(extras):
+        cmd = [f"{bindir}/pippy-run", f"{out}/pipe.mlir", "--nproc", "1",
+               "--nnodes", str(len(extras)), "--node-rank", str(node),
+               "--master-addr", "127.0.0.1", "--master-port", port,
+               "--schedule", "1f1b", "--microbatches", str(M), "--data",
+               f"{out}/data.safetensors", "--optimizer", "adamw", "--lr",
+               "0.01", "--timeout", "20"] + extra
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True))
+    texts = [proc.communicate(timeout=120)[0] for proc in procs]
+    return [proc.returncode for proc in procs], texts
+
+
 def children(pid):
     """Pids of the ranks the launcher spawned, by RANK."""
     ranks = {}
@@ -153,6 +225,8 @@ def main():
     build(out, bindir)
     if case == "resume":
         ok = resume(out, bindir)
+    elif case == "nodes":
+        ok = nodes(out, bindir)
     elif case == "kill":
         ok = fail_rank(out, bindir, signal.SIGKILL)
     else:
