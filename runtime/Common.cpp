@@ -327,6 +327,12 @@ void checkTrainingOptions(const RunOptions &options) {
     throw RuntimeError("--microbatches and --steps must be at least 1");
 }
 
+void releaseGradients(::torch::optim::Optimizer &optimizer) {
+  for (auto &group : optimizer.param_groups())
+    for (at::Tensor &p : group.params())
+      p.mutable_grad().reset();
+}
+
 std::unique_ptr<::torch::optim::Optimizer>
 makeOptimizer(const RunOptions &options, std::vector<at::Tensor> trainable) {
   if (options.optimizer == "sgd") {

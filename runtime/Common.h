@@ -116,6 +116,12 @@ at::Tensor computeLoss(const RunOptions &options, const c10::IValue &output,
                        const at::Tensor &target);
 std::unique_ptr<::torch::optim::Optimizer>
 makeOptimizer(const RunOptions &options, std::vector<at::Tensor> params);
+
+/// Drops the optimizer's parameters' gradients before a step's first
+/// backward: autograd then stores the first micro-batch's gradient as it is
+/// instead of adding it to zeros (the same values, bit for bit), and no
+/// step writes zeros over every gradient first.
+void releaseGradients(::torch::optim::Optimizer &optimizer);
 /// Checks --loss and --optimizer before anything runs.
 void checkTrainingOptions(const RunOptions &options);
 

@@ -856,7 +856,7 @@ private:
         backwardSeconds = 0;
       }
       Clock::time_point start = Clock::now();
-      optimizer->zero_grad();
+      releaseGradients(*optimizer);
       stepLoss = 0;
       std::vector<MicroBatch> mbs(M);
       postReceives(mbs, /*training=*/true);

@@ -167,7 +167,7 @@ private:
     llvm::json::Array stepMetrics;
     for (int step = 1; step <= options.steps; ++step) {
       auto start = std::chrono::steady_clock::now();
-      optimizer->zero_grad();
+      releaseGradients(*optimizer);
       double stepLoss = 0;
       for (int64_t m = 0; m < M; ++m) {
         int64_t begin = cursor + m * mb;
