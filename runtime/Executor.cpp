@@ -354,9 +354,10 @@ private:
     auto opt = [&](const std::optional<double> &v) {
       return v ? num(*v) : std::string("default");
     };
+    // The program file enters as its hash; it is not copied.
     std::string program;
     if (auto buffer = llvm::MemoryBuffer::getFile(options.programPath))
-      program = (*buffer)->getBuffer().str();
+      program = std::to_string(llvm::xxh3_64bits((*buffer)->getBuffer()));
     std::vector<std::pair<std::string, std::string>> settings = {
         {"the program (" + options.programPath + ")", program},
         {"--infer", options.infer ? "on" : "off"},
