@@ -373,6 +373,7 @@ private:
              opt(options.eps)},
         {"--clip-grad-norm", opt(options.clipGradNorm)},
         {"--defer-weight-grads", options.deferWeightGrads ? "on" : "off"},
+        {"--autograd-weight-grads", options.autogradWeightGrads ? "on" : "off"},
         {"--save-weights", onOff(options.saveWeightsPath)},
         {"--save-grads", onOff(options.saveGradsPath)},
         {"--metrics", onOff(options.metricsPath)},
@@ -827,8 +828,30 @@ private:
     linearGrads.resize(linears.size());
   }
 
+  /// The linears not deferred whose weight gradients are added in place
+  /// (Program::fuseWeightGradients): not tied weights, whose gradients the
+  /// tied hooks collect per micro-batch.
+  void fuseWeightGradients() {
+    if (options.autogradWeightGrads)
+      return;
+    std::set<std::string> tied, weights;
+    for (const auto &[name, members] : tiedGroups)
+      tied.insert(name);
+    for (const Program::Linear &l : program->linearsWithOwnParameters()) {
+      auto trainable = [&](const std::string &name) {
+        return name.empty() ||
+               (params.count(name) && params.at(name).requires_grad() &&
+                !tied.count(name) && !deferred.count(name));
+      };
+      if (trainable(l.weight) && trainable(l.bias))
+        weights.insert(l.weight);
+    }
+    program->fuseWeightGradients(weights);
+  }
+
   void train() {
     chooseDeferredLinears();
+    fuseWeightGradients();
     registerTiedHooks();
     auto optimizer = makeOptimizer(options, trainableTensors());
     int64_t mbRows = argSpecs[0].sizes.at(0);

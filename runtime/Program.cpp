@@ -19,8 +19,11 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
 
 #include <chrono>
+#include <mutex>
+#include <tuple>
 
 using namespace mlir;
 namespace td = ::mlir::torch;
@@ -55,6 +58,107 @@ void printLocation(Location loc, llvm::raw_ostream &os) {
   }
   os << loc;
 }
+
+/// Whether `c.addmm_(g.t(), x)` gives the same bits as `c += g.t().mm(x)`
+/// (what autograd does: the product into a new tensor, then the sum) for
+/// contiguous g [rows, out] and x [rows, in]. That depends on the BLAS and
+/// the shape: OpenBLAS adds a product into C at the end of each block of
+/// `rows`, so it holds while `rows` fits in one block; a BLAS that adds
+/// each term into C as it goes (the reference one) never gives the same
+/// bits. Probed once per shape on random data from a private generator.
+bool fusedAccumulationIsExact(int64_t rows, int64_t out, int64_t in) {
+  static std::mutex mutex;
+  static std::map<std::tuple<int64_t, int64_t, int64_t>, bool> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto key = std::make_tuple(rows, out, in);
+  if (auto it = known.find(key); it != known.end())
+    return it->second;
+  bool exact = true;
+  if (rows > 1) {
+    at::NoGradGuard noGrad;
+    at::Generator gen = at::detail::createCPUGenerator(rows * 31 + out);
+    for (int trial = 0; trial < 2 && exact; ++trial) {
+      at::Tensor c = at::randn({out, in}, gen);
+      at::Tensor g = at::randn({rows, out}, gen);
+      at::Tensor x = at::randn({rows, in}, gen).mul_(trial ? 1e3 : 1e-3);
+      at::Tensor separate = c.clone();
+      separate.add_(g.t().mm(x));
+      exact = at::equal(c.addmm_(g.t(), x), separate);
+    }
+  }
+  known[key] = exact;
+  return exact;
+}
+
+/// `aten::linear` whose backward adds the weight and bias gradients
+/// straight to the parameters' `grad` and gives autograd none for them.
+/// Autograd computes the weight gradient G^T X into a new tensor and then
+/// adds it to `grad`: a zero-fill, a write and a sum over a weight-sized
+/// buffer per micro-batch, where one `addmm_` with beta = 1 reads and
+/// writes `grad` once. Every product is the one autograd's addmm/mm
+/// backward computes, with the same operand layouts, so the gradients are
+/// autograd's bit for bit; the fused sum is used only where the probe above
+/// shows it gives the same bits as the separate one.
+struct FusedLinearFunction : ::torch::autograd::Function<FusedLinearFunction> {
+  static at::Tensor forward(::torch::autograd::AutogradContext *ctx,
+                            const at::Tensor &input, const at::Tensor &weight,
+                            const c10::IValue &bias) {
+    // The bias is not an autograd input (an undefined tensor cannot be
+    // one); the weight, which needs a gradient, makes the output need one.
+    ctx->save_for_backward({input});
+    ctx->saved_data["weight"] = weight;
+    ctx->saved_data["bias"] = bias;
+    return at::linear(input, weight,
+                      bias.isNone() ? at::Tensor() : bias.toTensor());
+  }
+
+  static ::torch::autograd::variable_list
+  backward(::torch::autograd::AutogradContext *ctx,
+           ::torch::autograd::variable_list grads) {
+    at::Tensor grad = grads.at(0);
+    if (!grad.defined())
+      return {at::Tensor(), at::Tensor(), at::Tensor()};
+    at::Tensor input = ctx->get_saved_variables().at(0);
+    at::Tensor weight = ctx->saved_data["weight"].toTensor();
+    const c10::IValue &biasValue = ctx->saved_data["bias"];
+    at::Tensor bias = biasValue.isNone() ? at::Tensor() : biasValue.toTensor();
+    int64_t in = weight.size(1), out = weight.size(0);
+    // at::linear runs addmm on a 2-d view of the input when there is a
+    // bias and the input is 2-d, or 3-d and contiguous; otherwise matmul
+    // (an mm on the folded input) and, with a bias, add_.
+    bool addmmPath =
+        bias.defined() &&
+        (input.dim() == 2 || (input.dim() == 3 && input.is_contiguous()));
+    at::Tensor g = grad.reshape({-1, out});
+    at::Tensor x = input.reshape({-1, in});
+    at::Tensor inputGrad;
+    if (ctx->needs_input_grad(0)) {
+      // mm_mat1_backward, with mat2 = weight.t().
+      bool columnMajor = x.stride(0) == 1 && x.stride(1) == x.size(0);
+      inputGrad = columnMajor ? weight.t().mm(g.t()).t() : g.mm(weight);
+      inputGrad = inputGrad.reshape(input.sizes());
+    }
+    at::NoGradGuard noGrad;
+    if (weight.requires_grad()) {
+      if (!weight.grad().defined())
+        weight.mutable_grad() = g.t().mm(x);
+      else if (g.is_contiguous() && x.is_contiguous() &&
+               fusedAccumulationIsExact(x.size(0), out, in))
+        weight.mutable_grad().addmm_(g.t(), x);
+      else
+        weight.mutable_grad().add_(g.t().mm(x));
+    }
+    if (bias.defined() && bias.requires_grad()) {
+      // The engine's sum_to of the gradient that reaches the bias.
+      at::Tensor b = at::sum_to(addmmPath ? g : grad, bias.sizes());
+      if (bias.grad().defined())
+        bias.mutable_grad().add_(b);
+      else
+        bias.mutable_grad() = b.clone(); // b may alias `grad`
+    }
+    return {inputGrad, at::Tensor(), at::Tensor()};
+  }
+};
 
 std::string describe(Operation *op) {
   std::string text;
@@ -388,6 +492,18 @@ Program::run(const std::vector<c10::IValue> &args,
     case Kind::Dispatch:
       inst.handle->callBoxed(stack);
       break;
+    case Kind::FusedLinear: {
+      const at::Tensor &weight = stack[1].toTensor();
+      if (!at::GradMode::is_enabled() || !weight.requires_grad()) {
+        inst.handle->callBoxed(stack);
+        break;
+      }
+      at::Tensor out =
+          FusedLinearFunction::apply(stack[0].toTensor(), weight, stack[2]);
+      stack.clear();
+      stack.emplace_back(std::move(out));
+      break;
+    }
     case Kind::Operator:
       (*inst.operation)(stack);
       break;
@@ -436,32 +552,59 @@ Program::run(const std::vector<c10::IValue> &args,
   return results;
 }
 
-std::vector<Program::Linear> Program::linearsWithOwnParameters() const {
+std::vector<size_t> Program::ownLinearInstructions() const {
   std::map<int, int> uses;
   for (const Instruction &inst : code)
     for (int s : inst.inputs)
       ++uses[s];
   for (int s : resultSlots)
     ++uses[s];
-  std::map<int, std::string> paramName;
+  std::set<int> params;
   for (const auto &[s, name] : paramSlots)
-    paramName[s] = name;
-  std::vector<Linear> result;
-  for (const Instruction &inst : code) {
-    if (inst.kind != Kind::Dispatch || inst.inputs.size() != 3 ||
-        inst.outputs.size() != 1)
+    params.insert(s);
+  std::vector<size_t> result;
+  for (size_t i = 0; i < code.size(); ++i) {
+    const Instruction &inst = code[i];
+    if ((inst.kind != Kind::Dispatch && inst.kind != Kind::FusedLinear) ||
+        inst.inputs.size() != 3 || inst.outputs.size() != 1)
       continue;
     const c10::OperatorName &name = inst.handle->schema().operator_name();
     if (name.name != "aten::linear" || !name.overload_name.empty())
       continue;
     int weight = inst.inputs[1], bias = inst.inputs[2];
     bool biasIsNone = isConstant[bias] && constantSlots[bias].isNone();
-    if (!paramName.count(weight) || uses[weight] != 1)
+    if (!params.count(weight) || uses[weight] != 1)
       continue;
-    if (!biasIsNone && (!paramName.count(bias) || uses[bias] != 1))
+    if (!biasIsNone && (!params.count(bias) || uses[bias] != 1))
       continue;
-    result.push_back({inst.inputs[0], inst.outputs[0], paramName[weight],
+    result.push_back(i);
+  }
+  return result;
+}
+
+std::vector<Program::Linear> Program::linearsWithOwnParameters() const {
+  std::map<int, std::string> paramName;
+  for (const auto &[s, name] : paramSlots)
+    paramName[s] = name;
+  std::vector<Linear> result;
+  for (size_t i : ownLinearInstructions()) {
+    const Instruction &inst = code[i];
+    int bias = inst.inputs[2];
+    bool biasIsNone = isConstant[bias] && constantSlots[bias].isNone();
+    result.push_back({inst.inputs[0], inst.outputs[0],
+                      paramName[inst.inputs[1]],
                       biasIsNone ? "" : paramName[bias]});
   }
   return result;
+}
+
+void Program::fuseWeightGradients(const std::set<std::string> &weights) {
+  std::map<int, std::string> paramName;
+  for (const auto &[s, name] : paramSlots)
+    paramName[s] = name;
+  for (size_t i : ownLinearInstructions()) {
+    Instruction &inst = code[i];
+    inst.kind = weights.count(paramName[inst.inputs[1]]) ? Kind::FusedLinear
+                                                         : Kind::Dispatch;
+  }
 }

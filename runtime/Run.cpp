@@ -161,6 +161,21 @@ private:
     Dataset data(options, argSpecs, /*needTarget=*/true);
     int64_t rows = data.rows();
     auto optimizer = makeOptimizer();
+    if (!options.autogradWeightGrads) {
+      // A weight several stages share (a tied weight) stays with autograd,
+      // which sums its contributions per micro-batch before adding them to
+      // its gradient; adding each in place would round differently.
+      std::map<std::string, int> stages;
+      for (const Program &program : programs)
+        for (const auto &[name, spec] : program.parameters())
+          ++stages[name];
+      std::set<std::string> fused;
+      for (const std::string &name : trainableNames)
+        if (stages[name] == 1)
+          fused.insert(name);
+      for (Program &program : programs)
+        program.fuseWeightGradients(fused);
+    }
     int64_t mb = argSpecs[0].sizes.at(0);
     int64_t M = options.microbatches;
     int64_t cursor = 0;

@@ -16,9 +16,12 @@ times each:
     torch-gpipe      hand-written torch.distributed (gloo), 2 processes
     torch-1f1b       the same with 1F1B
     pippy-single     pippy-run on the graph IR, one process
+    pippy-single-ag  the same with --autograd-weight-grads (weight
+                     gradients accumulated by autograd, as PyTorch does)
     pippy-single-dw  pippy-run, one process, --defer-weight-grads
     pippy-gpipe      pippy-run --nproc 2 --schedule gpipe
     pippy-1f1b       pippy-run --nproc 2 --schedule 1f1b
+    pippy-1f1b-ag    the same with --autograd-weight-grads
     pippy-1f1b-dw    the same with --defer-weight-grads
 
 Every process has one intra-op thread (OMP_NUM_THREADS=1) and the same
@@ -95,11 +98,15 @@ def main():
         "torch-gpipe": torch_mode("gpipe"),
         "torch-1f1b": torch_mode("1f1b"),
         "pippy-single": pippy("model.mlir", []),
+        "pippy-single-ag": pippy("model.mlir", ["--autograd-weight-grads"]),
         "pippy-single-dw": pippy("pipe1.mlir", ["--defer-weight-grads"]),
         "pippy-gpipe": pippy("pipe2.mlir", ["--nproc", "2", "--schedule",
                                             "gpipe"]),
         "pippy-1f1b": pippy("pipe2.mlir", ["--nproc", "2", "--schedule",
                                            "1f1b"]),
+        "pippy-1f1b-ag": pippy("pipe2.mlir", ["--nproc", "2", "--schedule",
+                                              "1f1b",
+                                              "--autograd-weight-grads"]),
         "pippy-1f1b-dw": pippy("pipe2.mlir", ["--nproc", "2", "--schedule",
                                               "1f1b", "--defer-weight-grads"]),
     }
@@ -129,12 +136,16 @@ def main():
     rows = [
         ("pippy-1f1b vs torch-1f1b", med["torch-1f1b"] / med["pippy-1f1b"],
          1.25),
+        ("pippy-1f1b-ag vs torch-1f1b",
+         med["torch-1f1b"] / med["pippy-1f1b-ag"], None),
         ("pippy-1f1b-dw vs torch-1f1b",
          med["torch-1f1b"] / med["pippy-1f1b-dw"], 1.25),
         ("pippy-gpipe vs torch-gpipe",
          med["torch-gpipe"] / med["pippy-gpipe"], None),
         ("pippy-1f1b over pippy-single (fraction of ideal)",
          med["pippy-single"] / med["pippy-1f1b"] / ideal, 0.9),
+        ("pippy-1f1b-ag over pippy-single-ag (fraction of ideal)",
+         med["pippy-single-ag"] / med["pippy-1f1b-ag"] / ideal, None),
         ("pippy-1f1b-dw over pippy-single-dw (fraction of ideal)",
          med["pippy-single-dw"] / med["pippy-1f1b-dw"] / ideal, 0.9),
         ("pippy-1f1b over torch-single (fraction of ideal)",

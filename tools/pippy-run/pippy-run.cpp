@@ -83,6 +83,11 @@ static cl::opt<bool> deferWeightGrads(
              "weight gradients of linear layers once per step as one matrix "
              "product over all micro-batches (faster; rounding differs from "
              "per-micro-batch accumulation in the last bits)"));
+static cl::opt<bool> autogradWeightGrads(
+    "autograd-weight-grads",
+    cl::desc("accumulate every weight gradient through autograd, as PyTorch "
+             "does, instead of adding linear layers' weight gradients in "
+             "place (slower; for comparisons)"));
 static cl::opt<std::string>
     profile("profile", cl::desc("write measured per-op times for --pippy-split "
                                 "profile=FILE"));
@@ -145,6 +150,7 @@ int main(int argc, char **argv) {
   options.checkpointEvery = checkpointEvery;
   options.resume = resume;
   options.deferWeightGrads = deferWeightGrads;
+  options.autogradWeightGrads = autogradWeightGrads;
   options.profilePath = profile;
   if (!scheduleFile.empty()) {
     auto buffer = MemoryBuffer::getFile(scheduleFile);

@@ -21,6 +21,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -78,6 +79,17 @@ public:
   };
   std::vector<Linear> linearsWithOwnParameters() const;
 
+  /// Makes the linears of `linearsWithOwnParameters` whose weight is in
+  /// `weights` add their weight and bias gradients to the parameters'
+  /// `grad` during backward, with no autograd accumulation for either: the
+  /// weight gradient as one `addmm_` into `grad` where the BLAS gives that
+  /// the same bits as a separate product and sum (probed per shape), else
+  /// as the product then `add_`. The gradients are autograd's bit for bit.
+  /// Only for parameters no hook watches, that no other program shares and
+  /// that no `autograd::grad` call asks for; without grad mode, or for a
+  /// weight that needs no gradient, the plain op runs.
+  void fuseWeightGradients(const std::set<std::string> &weights);
+
   /// Parameter names in first-use order, with their static types.
   const std::vector<std::pair<std::string, TensorSpec>> &parameters() const {
     return paramSpecs;
@@ -86,7 +98,14 @@ public:
   size_t numInstructions() const { return code.size(); }
 
 private:
-  enum class Kind { Dispatch, Operator, BuildList, BuildTuple, Unpack };
+  enum class Kind {
+    Dispatch,
+    Operator,
+    BuildList,
+    BuildTuple,
+    Unpack,
+    FusedLinear, // aten::linear, gradients accumulated in place
+  };
   struct Instruction {
     Kind kind;
     c10::optional<c10::OperatorHandle> handle;
@@ -97,6 +116,8 @@ private:
     int countedOp = -1; // index into countedOpNames
   };
   std::vector<std::string> countedOpNames;
+  /// Indices into `code` of the linears `linearsWithOwnParameters` lists.
+  std::vector<size_t> ownLinearInstructions() const;
 
   std::vector<Instruction> code;
   std::vector<c10::IValue> constantSlots; // prefilled slot values

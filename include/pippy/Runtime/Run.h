@@ -42,7 +42,10 @@ struct RunOptions {
   bool resume = false;
   std::string scheduleText;      ///< a schedule in text form (overrides kind)
   bool deferWeightGrads = false; ///< batch linear weight gradients per step
-  std::string profilePath;       ///< measured per-op times (pipelines)
+  /// Leave linear weight gradients to autograd instead of accumulating them
+  /// in place (Program::fuseWeightGradients).
+  bool autogradWeightGrads = false;
+  std::string profilePath; ///< measured per-op times (pipelines)
 };
 
 /// Runs training or inference as `options` say; prints progress lines.
