@@ -330,7 +330,7 @@ void checkTrainingOptions(const RunOptions &options) {
 void releaseGradients(::torch::optim::Optimizer &optimizer) {
   for (auto &group : optimizer.param_groups())
     for (at::Tensor &p : group.params())
-      p.mutable_grad().reset();
+      ::pippy::releaseGradient(p);
 }
 
 std::unique_ptr<::torch::optim::Optimizer>

@@ -120,7 +120,8 @@ makeOptimizer(const RunOptions &options, std::vector<at::Tensor> params);
 /// Drops the optimizer's parameters' gradients before a step's first
 /// backward: autograd then stores the first micro-batch's gradient as it is
 /// instead of adding it to zeros (the same values, bit for bit), and no
-/// step writes zeros over every gradient first.
+/// step writes zeros over every gradient first. Fused linears' weights keep
+/// their buffers for the next step (pippy::releaseGradient).
 void releaseGradients(::torch::optim::Optimizer &optimizer);
 /// Checks --loss and --optimizer before anything runs.
 void checkTrainingOptions(const RunOptions &options);

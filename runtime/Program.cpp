@@ -23,6 +23,8 @@
 
 #include <chrono>
 #include <mutex>
+#include <unordered_map>
+#include <unordered_set>
 #include <tuple>
 
 using namespace mlir;
@@ -90,6 +92,38 @@ bool fusedAccumulationIsExact(int64_t rows, int64_t out, int64_t in) {
   return exact;
 }
 
+/// The gradient buffers of fused linears' weights between steps: a step
+/// starts by taking every gradient away (releaseGradient), and the first
+/// micro-batch writes its product into the old buffer (mm_out) instead of
+/// a new one: no allocation, and no page faults when the allocator has
+/// returned a large buffer to the system in between.
+struct GradientBuffers {
+  std::mutex mutex;
+  std::unordered_set<const c10::TensorImpl *> fused;
+  std::unordered_map<const c10::TensorImpl *, at::Tensor> spare;
+
+  static GradientBuffers &get() {
+    static GradientBuffers buffers;
+    return buffers;
+  }
+
+  /// The buffer `weight`'s last gradient was in, if nothing else holds it.
+  at::Tensor take(const at::Tensor &weight) {
+    std::lock_guard<std::mutex> lock(mutex);
+    fused.insert(weight.unsafeGetTensorImpl());
+    auto it = spare.find(weight.unsafeGetTensorImpl());
+    if (it == spare.end())
+      return at::Tensor();
+    at::Tensor buffer = std::move(it->second);
+    spare.erase(it);
+    if (buffer.use_count() != 1 || buffer.sizes() != weight.sizes() ||
+        buffer.scalar_type() != weight.scalar_type() ||
+        !buffer.is_contiguous())
+      return at::Tensor();
+    return buffer;
+  }
+};
+
 /// `aten::linear` whose backward adds the weight and bias gradients
 /// straight to the parameters' `grad` and gives autograd none for them.
 /// Autograd computes the weight gradient G^T X into a new tensor and then
@@ -140,8 +174,11 @@ struct FusedLinearFunction : ::torch::autograd::Function<FusedLinearFunction> {
     }
     at::NoGradGuard noGrad;
     if (weight.requires_grad()) {
-      if (!weight.grad().defined())
-        weight.mutable_grad() = g.t().mm(x);
+      if (!weight.grad().defined()) {
+        at::Tensor buffer = GradientBuffers::get().take(weight);
+        weight.mutable_grad() =
+            buffer.defined() ? at::mm_out(buffer, g.t(), x) : g.t().mm(x);
+      }
       else if (g.is_contiguous() && x.is_contiguous() &&
                fusedAccumulationIsExact(x.size(0), out, in))
         weight.mutable_grad().addmm_(g.t(), x);
@@ -607,4 +644,15 @@ void Program::fuseWeightGradients(const std::set<std::string> &weights) {
     inst.kind = weights.count(paramName[inst.inputs[1]]) ? Kind::FusedLinear
                                                          : Kind::Dispatch;
   }
+}
+
+void ::pippy::releaseGradient(at::Tensor &param) {
+  if (!param.grad().defined())
+    return;
+  GradientBuffers &buffers = GradientBuffers::get();
+  std::lock_guard<std::mutex> lock(buffers.mutex);
+  const c10::TensorImpl *impl = param.unsafeGetTensorImpl();
+  if (buffers.fused.count(impl))
+    buffers.spare[impl] = param.grad();
+  param.mutable_grad().reset();
 }

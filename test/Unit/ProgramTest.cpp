@@ -216,6 +216,43 @@ func.func @forward(%x: !torch.vtensor<[2048,32],f32>) -> !torch.vtensor<[2048,32
   expectSameTraining(plain, partly, params, {5, 2, 4});
 }
 
+TEST_F(ProgramTest, ReleasedGradientBuffersAreReusedByFusedLinears) {
+  pippy::Program plain = compile(kLinearRelu);
+  pippy::Program fused = compile(kLinearRelu);
+  fused.fuseWeightGradients({"fc.weight"});
+  torch::manual_seed(1);
+  at::Tensor w0 = torch::randn({3, 4}), b0 = torch::randn({3});
+  std::map<std::string, at::Tensor> a = {
+      {"fc.weight", w0.clone().requires_grad_(true)},
+      {"fc.bias", b0.clone().requires_grad_(true)}};
+  std::map<std::string, at::Tensor> b = {
+      {"fc.weight", w0.clone().requires_grad_(true)},
+      {"fc.bias", b0.clone().requires_grad_(true)}};
+  const void *buffer = nullptr;
+  for (int step = 0; step < 3; ++step) {
+    for (auto *params : {&a, &b})
+      for (auto &[name, p] : *params)
+        pippy::releaseGradient(p);
+    EXPECT_FALSE(b.at("fc.weight").grad().defined());
+    at::Tensor x = torch::randn({2, 4});
+    plain.run({x}, a)[0].toTensor().sum().backward();
+    fused.run({x}, b)[0].toTensor().sum().backward();
+    EXPECT_TRUE(at::equal(a.at("fc.weight").grad(), b.at("fc.weight").grad()));
+    EXPECT_TRUE(at::equal(a.at("fc.bias").grad(), b.at("fc.bias").grad()));
+    const void *now = b.at("fc.weight").grad().data_ptr();
+    if (step > 0)
+      EXPECT_EQ(now, buffer) << "step " << step;
+    buffer = now;
+  }
+  // A gradient someone else still holds is not overwritten.
+  at::Tensor held = b.at("fc.weight").grad();
+  at::Tensor copy = held.clone();
+  pippy::releaseGradient(b.at("fc.weight"));
+  fused.run({torch::randn({2, 4})}, b)[0].toTensor().sum().backward();
+  EXPECT_NE(b.at("fc.weight").grad().data_ptr(), held.data_ptr());
+  EXPECT_TRUE(at::equal(held, copy));
+}
+
 TEST_F(ProgramTest, BuildsListsAndUnpacksTuples) {
   pippy::Program program = compile(R"mlir(
 func.func @forward(%a: !torch.vtensor<[2,2],f32>, %b: !torch.vtensor<[2,2],f32>) -> !torch.vtensor<[4,2],f32> {

@@ -129,6 +129,11 @@ private:
   int numSlots = 0;
 };
 
+/// Takes `param`'s gradient away (zero_grad with set_to_none), keeping the
+/// buffer of a fused linear's weight (Program::fuseWeightGradients) for that
+/// weight's next gradient, which is written into it instead of a new one.
+void releaseGradient(at::Tensor &param);
+
 /// The libtorch dtype of a torch dialect dtype (f32 -> kFloat, si64 -> kLong).
 at::ScalarType toScalarType(mlir::Type dtype);
 
