@@ -73,11 +73,20 @@ int runRank(int rank, const std::string &store, int iters,
 
 int main(int argc, char **argv) {
   int iters = argc > 1 ? std::atoi(argv[1]) : 200;
+  if (iters < 1) {
+    std::fprintf(stderr,
+                 "usage: pippy-bench-comm [ITERS >= 1] [ROWSxCOLS ...]\n");
+    return 2;
+  }
   std::vector<std::pair<int64_t, int64_t>> sizes;
   for (int i = 2; i < argc; ++i) {
     long long r, c;
-    if (std::sscanf(argv[i], "%lldx%lld", &r, &c) == 2)
-      sizes.push_back({r, c});
+    if (std::sscanf(argv[i], "%lldx%lld", &r, &c) != 2 || r < 1 || c < 1) {
+      std::fprintf(stderr, "pippy-bench-comm: '%s' is not a size ROWSxCOLS\n",
+                   argv[i]);
+      return 2;
+    }
+    sizes.push_back({r, c});
   }
   if (sizes.empty())
     sizes = {{8, 1024}, {64, 1024}, {512, 1024}};

@@ -59,6 +59,11 @@ template <typename F> double seconds(F &&f) {
 int main(int argc, char **argv) {
   int n = argc > 1 ? std::atoi(argv[1]) : 1000;
   int reps = argc > 2 ? std::atoi(argv[2]) : 31;
+  if (n < 1 || reps < 1) {
+    std::fprintf(stderr,
+                 "usage: pippy-bench-interpreter [OPS >= 1] [REPS >= 1]\n");
+    return 2;
+  }
   at::set_num_threads(1);
 
   mlir::MLIRContext context;
