@@ -801,22 +801,31 @@ private:
     return result;
   }
 
-  /// --defer-weight-grads: the linears whose weight gradients wait for the
-  /// W pass (not tied weights, whose gradients are summed per micro-batch).
-  void chooseDeferredLinears() {
-    if (!options.deferWeightGrads)
-      return;
+  /// The linears whose weight and bias (if any) are trainable, not tied
+  /// (tied weights' gradients are collected per micro-batch) and not
+  /// deferred already.
+  std::vector<Program::Linear> untiedTrainableLinears() {
     std::set<std::string> tied;
     for (const auto &[name, members] : tiedGroups)
       tied.insert(name);
-    for (const Program::Linear &l : program->linearsWithOwnParameters()) {
-      auto trainable = [&](const std::string &name) {
-        return name.empty() ||
-               (params.count(name) && params.at(name).requires_grad() &&
-                !tied.count(name));
-      };
-      if (!trainable(l.weight) || !trainable(l.bias))
-        continue;
+    auto trainable = [&](const std::string &name) {
+      return name.empty() ||
+             (params.count(name) && params.at(name).requires_grad() &&
+              !tied.count(name) && !deferred.count(name));
+    };
+    std::vector<Program::Linear> result;
+    for (const Program::Linear &l : program->linearsWithOwnParameters())
+      if (trainable(l.weight) && trainable(l.bias))
+        result.push_back(l);
+    return result;
+  }
+
+  /// --defer-weight-grads: the linears whose weight gradients wait for the
+  /// W pass.
+  void chooseDeferredLinears() {
+    if (!options.deferWeightGrads)
+      return;
+    for (const Program::Linear &l : untiedTrainableLinears()) {
       linears.push_back(l);
       deferred.insert(l.weight);
       if (!l.bias.empty())
@@ -828,24 +837,14 @@ private:
     linearGrads.resize(linears.size());
   }
 
-  /// The linears not deferred whose weight gradients are added in place
-  /// (Program::fuseWeightGradients): not tied weights, whose gradients the
-  /// tied hooks collect per micro-batch.
+  /// The other linears add their weight gradients in place
+  /// (Program::fuseWeightGradients).
   void fuseWeightGradients() {
     if (options.autogradWeightGrads)
       return;
-    std::set<std::string> tied, weights;
-    for (const auto &[name, members] : tiedGroups)
-      tied.insert(name);
-    for (const Program::Linear &l : program->linearsWithOwnParameters()) {
-      auto trainable = [&](const std::string &name) {
-        return name.empty() ||
-               (params.count(name) && params.at(name).requires_grad() &&
-                !tied.count(name) && !deferred.count(name));
-      };
-      if (trainable(l.weight) && trainable(l.bias))
-        weights.insert(l.weight);
-    }
+    std::set<std::string> weights;
+    for (const Program::Linear &l : untiedTrainableLinears())
+      weights.insert(l.weight);
     program->fuseWeightGradients(weights);
   }
 
