@@ -3,7 +3,7 @@
 compares everything with PyTorch's reference numbers.
 
 Usage: compare.py MODEL ZOO_DIR BIN_DIR [SPLIT_POINTS] [--nproc N]
-                  [--schedule gpipe|1f1b]
+                  [--schedule gpipe|1f1b] [PIPPY_RUN_FLAG ...]
 
 With SPLIT_POINTS (`h.1:begin,h.2:begin`), the imported graph IR is split
 into a pipeline with pippy-opt (--pippy-annotate-split-points,
@@ -12,6 +12,8 @@ into a pipeline with pippy-opt (--pippy-annotate-split-points,
 pipeline runs on N processes (one stage each) with the given schedule, for
 inference and training alike; each rank writes its own step-1 gradients
 (FILE.rankR), which are merged here (a tied weight's replicas must agree).
+Flags after the split points (`--defer-weight-grads`) go to the training
+run.
 
 ZOO_DIR holds the generator's files (MODEL.pt, MODEL.data.safetensors,
 MODEL.ref.json, ...); BIN_DIR holds pippy-import and pippy-run. Checks, each
@@ -92,7 +94,11 @@ def main():
             del args[i:i + 2]
     nproc, schedule = int(flags["--nproc"]), flags["--schedule"]
     model, zoo, bindir = args[:3]
-    points = args[3] if len(args) > 3 else None
+    points = args[3] if len(args) > 3 and not args[3].startswith("--") \
+        else None
+    extra = args[4 if points else 3:]  # more pippy-run flags, for training
+    if any(not a.startswith("--") for a in extra[:1]):
+        sys.exit(f"compare.py: unexpected argument {extra[0]!r}")
     p = lambda suffix: os.path.join(zoo, model + suffix)
     ref = json.load(open(p(".ref.json")))
     mlir, weights = p(".mlir"), p(".imported.safetensors")
@@ -128,7 +134,7 @@ def main():
          ref["loss"], "--optimizer", "sgd", "--lr", str(ref["lr"]),
          "--metrics", p(".metrics.json"), "--save-grads",
          p(".pippy-grads.safetensors"), "--save-weights",
-         p(".pippy-final.safetensors")])
+         p(".pippy-final.safetensors")] + extra)
     ok &= compare_tensors("grads", load_grads(p(".pippy-grads.safetensors"),
                                               nproc),
                           st.load(p(".grads.safetensors"))[0])
