@@ -157,6 +157,24 @@ TEST_F(ProgramTest, FusedWeightGradientsAreAutogradsBitForBit) {
         {2, 4});
   }
   {
+    // A 1-d input: at::linear runs matmul + add_, one row.
+    const char *ir = R"mlir(
+func.func @forward(%x: !torch.vtensor<[4],f32>) -> !torch.vtensor<[3],f32> {
+  %w = pippy.param "fc.weight" : !torch.vtensor<[3,4],f32>
+  %b = pippy.param "fc.bias" : !torch.vtensor<[3],f32>
+  %0 = torch.aten.linear %x, %w, %b : !torch.vtensor<[4],f32>, !torch.vtensor<[3,4],f32>, !torch.vtensor<[3],f32> -> !torch.vtensor<[3],f32>
+  return %0 : !torch.vtensor<[3],f32>
+}
+)mlir";
+    pippy::Program plain = compile(ir);
+    pippy::Program fused = compile(ir);
+    fused.fuseWeightGradients({"fc.weight"});
+    expectSameTraining(
+        plain, fused,
+        {{"fc.weight", torch::randn({3, 4})}, {"fc.bias", torch::randn({3})}},
+        {4});
+  }
+  {
     // Many rows: OpenBLAS's addmm_ rounds differently from mm + add_ here,
     // so the fused linear must add the product separately.
     const char *ir = R"mlir(
