@@ -5,6 +5,11 @@
 // pippy::Program and through direct libtorch calls, interleaved, and reports
 // the median time per op of each and their difference. Grad mode off and on.
 //
+// Then a chain of N small linears (8 x 8 weights with bias, each its own
+// parameters) trained one micro-batch at a time, forward and backward: direct
+// libtorch calls with autograd, pippy with autograd's weight gradients, and
+// pippy's fused linears (Program::fuseWeightGradients), per linear.
+//
 //   pippy-bench-interpreter [N=1000] [REPS=31]
 //
 //===----------------------------------------------------------------------===//
@@ -23,6 +28,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
+#include <set>
 #include <string>
 
 namespace {
@@ -38,6 +45,23 @@ std::string chainIR(int n) {
     ir += "  %v" + std::to_string(i) + " = torch.aten.add.Tensor %v" +
           std::to_string(i - 1) + ", %x, %int1 : " + t + ", " + t +
           ", !torch.int -> " + t + "\n";
+  ir += "  return %v" + std::to_string(n - 1) + " : " + t + "\n}\n";
+  return ir;
+}
+
+std::string linearChainIR(int n) {
+  std::string t = "!torch.vtensor<[1,8],f32>";
+  std::string ir = "func.func @forward(%x: " + t + ") -> " + t + " {\n";
+  for (int i = 0; i < n; ++i) {
+    std::string k = std::to_string(i);
+    ir += "  %w" + k + " = pippy.param \"w" + k +
+          "\" : !torch.vtensor<[8,8],f32>\n" + "  %b" + k +
+          " = pippy.param \"b" + k + "\" : !torch.vtensor<[8],f32>\n" + "  %v" +
+          k + " = torch.aten.linear " +
+          (i ? "%v" + std::to_string(i - 1) : "%x") + ", %w" + k + ", %b" + k +
+          " : " + t +
+          ", !torch.vtensor<[8,8],f32>, !torch.vtensor<[8],f32> -> " + t + "\n";
+  }
   ir += "  return %v" + std::to_string(n - 1) + " : " + t + "\n}\n";
   return ir;
 }
@@ -98,5 +122,49 @@ int main(int argc, char **argv) {
                 median(direct), median(interp),
                 median(interp) - median(direct));
   }
+
+  auto linears =
+      mlir::parseSourceString<mlir::ModuleOp>(linearChainIR(n), &context);
+  auto compileLinears = [&] {
+    return pippy::Program::compile(
+        linears->lookupSymbol<mlir::func::FuncOp>("forward"));
+  };
+  pippy::Program plain = compileLinears(), fused = compileLinears();
+  std::map<std::string, at::Tensor> params;
+  std::set<std::string> weights;
+  std::vector<at::Tensor> ws, bs;
+  for (int i = 0; i < n; ++i) {
+    std::string k = std::to_string(i);
+    ws.push_back((torch::randn({8, 8}) * 0.3).requires_grad_(true));
+    bs.push_back(torch::randn({8}).requires_grad_(true));
+    params["w" + k] = ws.back();
+    params["b" + k] = bs.back();
+    weights.insert("w" + k);
+  }
+  fused.fuseWeightGradients(weights);
+  at::Tensor x = torch::randn({1, 8});
+  std::vector<c10::IValue> args{x};
+  std::vector<double> direct, autograd, inPlace;
+  for (int r = 0; r < reps + 3; ++r) {
+    double d = seconds([&] {
+      at::Tensor v = x;
+      for (int i = 0; i < n; ++i)
+        v = at::linear(v, ws[i], bs[i]);
+      v.sum().backward();
+    });
+    double a = seconds(
+        [&] { plain.run(args, params)[0].toTensor().sum().backward(); });
+    double f = seconds(
+        [&] { fused.run(args, params)[0].toTensor().sum().backward(); });
+    if (r >= 3) {
+      direct.push_back(d * 1e6 / n);
+      autograd.push_back(a * 1e6 / n);
+      inPlace.push_back(f * 1e6 / n);
+    }
+  }
+  std::printf("\nlinear 8x8, forward + backward, us per linear\n");
+  std::printf("%-24s %10.3f\n%-24s %10.3f\n%-24s %10.3f\n", "direct (autograd)",
+              median(direct), "pippy, autograd", median(autograd),
+              "pippy, fused", median(inPlace));
   return 0;
 }
