@@ -69,12 +69,15 @@ void printLocation(Location loc, llvm::raw_ostream &os) {
 /// `rows`, so it holds while `rows` fits in one block; a BLAS that adds
 /// each term into C as it goes (the reference one), or that fuses the last
 /// multiply with the add to C, rounds differently even for one row. Probed
-/// once per shape, on random data from a private generator.
-bool fusedAccumulationIsExact(int64_t rows, int64_t out, int64_t in) {
+/// once per shape and dtype (each dtype has its own kernels), on random
+/// data from a private generator.
+bool fusedAccumulationIsExact(int64_t rows, int64_t out, int64_t in,
+                              at::ScalarType dtype) {
   static std::mutex mutex;
-  static std::map<std::tuple<int64_t, int64_t, int64_t>, bool> known;
+  static std::map<std::tuple<int64_t, int64_t, int64_t, at::ScalarType>, bool>
+      known;
   std::lock_guard<std::mutex> lock(mutex);
-  auto key = std::make_tuple(rows, out, in);
+  auto key = std::make_tuple(rows, out, in, dtype);
   if (auto it = known.find(key); it != known.end())
     return it->second;
   // Beyond a few thousand rows no BLAS keeps one block; for large weights
@@ -88,9 +91,10 @@ bool fusedAccumulationIsExact(int64_t rows, int64_t out, int64_t in) {
     in = std::min<int64_t>(in, 1024);
   }
   for (int trial = 0; trial < 2 && exact; ++trial) {
-    at::Tensor c = at::randn({out, in}, gen);
-    at::Tensor g = at::randn({rows, out}, gen);
-    at::Tensor x = at::randn({rows, in}, gen).mul_(trial ? 1e3 : 1e-3);
+    at::Tensor c = at::randn({out, in}, gen).to(dtype);
+    at::Tensor g = at::randn({rows, out}, gen).to(dtype);
+    at::Tensor x =
+        at::randn({rows, in}, gen).mul_(trial ? 1e3 : 1e-3).to(dtype);
     at::Tensor separate = c.clone();
     separate.add_(g.t().mm(x));
     exact = at::equal(c.addmm_(g.t(), x), separate);
@@ -185,7 +189,8 @@ struct FusedLinearFunction : ::torch::autograd::Function<FusedLinearFunction> {
         weight.mutable_grad() =
             buffer.defined() ? at::mm_out(buffer, g.t(), x) : g.t().mm(x);
       } else if (g.is_contiguous() && x.is_contiguous() &&
-                 fusedAccumulationIsExact(x.size(0), out, in))
+                 fusedAccumulationIsExact(x.size(0), out, in,
+                                          weight.scalar_type()))
         weight.mutable_grad().addmm_(g.t(), x);
       else
         weight.mutable_grad().add_(g.t().mm(x));

@@ -118,7 +118,8 @@ bool hasFusedLinear(const std::shared_ptr<torch::autograd::Node> &node) {
 void expectSameTraining(const pippy::Program &plain,
                         const pippy::Program &fused,
                         const std::map<std::string, at::Tensor> &init,
-                        at::IntArrayRef inputSizes) {
+                        at::IntArrayRef inputSizes,
+                        at::ScalarType dtype = at::kFloat) {
   auto fresh = [&] {
     std::map<std::string, at::Tensor> copy;
     for (const auto &[name, p] : init)
@@ -127,14 +128,14 @@ void expectSameTraining(const pippy::Program &plain,
   };
   std::map<std::string, at::Tensor> a = fresh(), b = fresh();
   for (int m = 0; m < 3; ++m) {
-    at::Tensor x = torch::randn(inputSizes);
+    at::Tensor x = torch::randn(inputSizes).to(dtype);
     at::Tensor xa = x.clone().requires_grad_(true);
     at::Tensor xb = x.clone().requires_grad_(true);
     at::Tensor outA = plain.run({xa}, a)[0].toTensor();
     at::Tensor outB = fused.run({xb}, b)[0].toTensor();
     EXPECT_TRUE(at::equal(outA, outB));
     EXPECT_TRUE(hasFusedLinear(outB.grad_fn()));
-    at::Tensor dy = torch::randn(outA.sizes());
+    at::Tensor dy = torch::randn(outA.sizes()).to(dtype);
     outA.backward(dy);
     outB.backward(dy);
     EXPECT_TRUE(at::equal(xa.grad(), xb.grad()));
@@ -155,6 +156,23 @@ TEST_F(ProgramTest, FusedWeightGradientsAreAutogradsBitForBit) {
         plain, fused,
         {{"fc.weight", torch::randn({3, 4})}, {"fc.bias", torch::randn({3})}},
         {2, 4});
+  }
+  for (const char *dtype : {"f64", "bf16"}) {
+    // Other dtypes have other kernels: the probe runs per dtype (bf16's
+    // fused sum rounds differently on this machine, f64's does not).
+    std::string ir = std::string(kLinearRelu);
+    for (size_t at = ir.find("f32"); at != std::string::npos;
+         at = ir.find("f32", at))
+      ir.replace(at, 3, dtype);
+    at::ScalarType type =
+        std::string(dtype) == "f64" ? at::kDouble : at::kBFloat16;
+    pippy::Program plain = compile(ir);
+    pippy::Program fused = compile(ir);
+    fused.fuseWeightGradients({"fc.weight"});
+    expectSameTraining(plain, fused,
+                       {{"fc.weight", torch::randn({3, 4}).to(type)},
+                        {"fc.bias", torch::randn({3}).to(type)}},
+                       {2, 4}, type);
   }
   {
     // A 1-d input: at::linear runs matmul + add_, one row.
