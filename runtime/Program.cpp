@@ -599,17 +599,17 @@ Program::run(const std::vector<c10::IValue> &args,
   return results;
 }
 
-std::vector<size_t> Program::ownLinearInstructions() const {
+std::vector<std::pair<size_t, Program::Linear>> Program::ownLinears() const {
   std::map<int, int> uses;
   for (const Instruction &inst : code)
     for (int s : inst.inputs)
       ++uses[s];
   for (int s : resultSlots)
     ++uses[s];
-  std::set<int> params;
+  std::map<int, std::string> paramName;
   for (const auto &[s, name] : paramSlots)
-    params.insert(s);
-  std::vector<size_t> result;
+    paramName[s] = name;
+  std::vector<std::pair<size_t, Linear>> result;
   for (size_t i = 0; i < code.size(); ++i) {
     const Instruction &inst = code[i];
     if ((inst.kind != Kind::Dispatch && inst.kind != Kind::FusedLinear) ||
@@ -620,40 +620,28 @@ std::vector<size_t> Program::ownLinearInstructions() const {
       continue;
     int weight = inst.inputs[1], bias = inst.inputs[2];
     bool biasIsNone = isConstant[bias] && constantSlots[bias].isNone();
-    if (!params.count(weight) || uses[weight] != 1)
+    if (!paramName.count(weight) || uses[weight] != 1)
       continue;
-    if (!biasIsNone && (!params.count(bias) || uses[bias] != 1))
+    if (!biasIsNone && (!paramName.count(bias) || uses[bias] != 1))
       continue;
-    result.push_back(i);
+    result.push_back({i,
+                      {inst.inputs[0], inst.outputs[0], paramName[weight],
+                       biasIsNone ? "" : paramName[bias]}});
   }
   return result;
 }
 
 std::vector<Program::Linear> Program::linearsWithOwnParameters() const {
-  std::map<int, std::string> paramName;
-  for (const auto &[s, name] : paramSlots)
-    paramName[s] = name;
   std::vector<Linear> result;
-  for (size_t i : ownLinearInstructions()) {
-    const Instruction &inst = code[i];
-    int bias = inst.inputs[2];
-    bool biasIsNone = isConstant[bias] && constantSlots[bias].isNone();
-    result.push_back({inst.inputs[0], inst.outputs[0],
-                      paramName[inst.inputs[1]],
-                      biasIsNone ? "" : paramName[bias]});
-  }
+  for (auto &[index, linear] : ownLinears())
+    result.push_back(std::move(linear));
   return result;
 }
 
 void Program::fuseWeightGradients(const std::set<std::string> &weights) {
-  std::map<int, std::string> paramName;
-  for (const auto &[s, name] : paramSlots)
-    paramName[s] = name;
-  for (size_t i : ownLinearInstructions()) {
-    Instruction &inst = code[i];
-    inst.kind = weights.count(paramName[inst.inputs[1]]) ? Kind::FusedLinear
-                                                         : Kind::Dispatch;
-  }
+  for (const auto &[index, linear] : ownLinears())
+    code[index].kind =
+        weights.count(linear.weight) ? Kind::FusedLinear : Kind::Dispatch;
 }
 
 void ::pippy::releaseGradient(at::Tensor &param) {

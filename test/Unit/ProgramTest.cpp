@@ -43,6 +43,13 @@ protected:
     return "no error";
   }
 
+  /// expectSameTraining for `ir` compiled twice, once with `weights` fused.
+  void expectFusedTrainsLikePlain(const std::string &ir,
+                                  const std::set<std::string> &weights,
+                                  const std::map<std::string, at::Tensor> &init,
+                                  at::IntArrayRef inputSizes,
+                                  at::ScalarType dtype = at::kFloat);
+
   mlir::MLIRContext context;
   mlir::OwningOpRef<mlir::ModuleOp> module;
 };
@@ -146,17 +153,23 @@ void expectSameTraining(const pippy::Program &plain,
   }
 }
 
+/// expectSameTraining for `ir` compiled twice, once with `weights` fused.
+void ProgramTest::expectFusedTrainsLikePlain(
+    const std::string &ir, const std::set<std::string> &weights,
+    const std::map<std::string, at::Tensor> &init, at::IntArrayRef inputSizes,
+    at::ScalarType dtype) {
+  pippy::Program plain = compile(ir);
+  pippy::Program fused = compile(ir);
+  fused.fuseWeightGradients(weights);
+  expectSameTraining(plain, fused, init, inputSizes, dtype);
+}
+
 TEST_F(ProgramTest, FusedWeightGradientsAreAutogradsBitForBit) {
   torch::manual_seed(0);
-  {
-    pippy::Program plain = compile(kLinearRelu);
-    pippy::Program fused = compile(kLinearRelu);
-    fused.fuseWeightGradients({"fc.weight"});
-    expectSameTraining(
-        plain, fused,
-        {{"fc.weight", torch::randn({3, 4})}, {"fc.bias", torch::randn({3})}},
-        {2, 4});
-  }
+  expectFusedTrainsLikePlain(
+      kLinearRelu, {"fc.weight"},
+      {{"fc.weight", torch::randn({3, 4})}, {"fc.bias", torch::randn({3})}},
+      {2, 4});
   for (const char *dtype : {"f64", "bf16"}) {
     // Other dtypes have other kernels: the probe runs per dtype (bf16's
     // fused sum rounds differently on this machine, f64's does not).
@@ -166,13 +179,10 @@ TEST_F(ProgramTest, FusedWeightGradientsAreAutogradsBitForBit) {
       ir.replace(at, 3, dtype);
     at::ScalarType type =
         std::string(dtype) == "f64" ? at::kDouble : at::kBFloat16;
-    pippy::Program plain = compile(ir);
-    pippy::Program fused = compile(ir);
-    fused.fuseWeightGradients({"fc.weight"});
-    expectSameTraining(plain, fused,
-                       {{"fc.weight", torch::randn({3, 4}).to(type)},
-                        {"fc.bias", torch::randn({3}).to(type)}},
-                       {2, 4}, type);
+    expectFusedTrainsLikePlain(ir, {"fc.weight"},
+                               {{"fc.weight", torch::randn({3, 4}).to(type)},
+                                {"fc.bias", torch::randn({3}).to(type)}},
+                               {2, 4}, type);
   }
   {
     // A 1-d input: at::linear runs matmul + add_, one row.
@@ -184,11 +194,8 @@ func.func @forward(%x: !torch.vtensor<[4],f32>) -> !torch.vtensor<[3],f32> {
   return %0 : !torch.vtensor<[3],f32>
 }
 )mlir";
-    pippy::Program plain = compile(ir);
-    pippy::Program fused = compile(ir);
-    fused.fuseWeightGradients({"fc.weight"});
-    expectSameTraining(
-        plain, fused,
+    expectFusedTrainsLikePlain(
+        ir, {"fc.weight"},
         {{"fc.weight", torch::randn({3, 4})}, {"fc.bias", torch::randn({3})}},
         {4});
   }
@@ -203,11 +210,8 @@ func.func @forward(%x: !torch.vtensor<[2048,32],f32>) -> !torch.vtensor<[2048,32
   return %0 : !torch.vtensor<[2048,32],f32>
 }
 )mlir";
-    pippy::Program plain = compile(ir);
-    pippy::Program fused = compile(ir);
-    fused.fuseWeightGradients({"fc.weight"});
-    expectSameTraining(plain, fused, {{"fc.weight", torch::randn({32, 32})}},
-                       {2048, 32});
+    expectFusedTrainsLikePlain(
+        ir, {"fc.weight"}, {{"fc.weight", torch::randn({32, 32})}}, {2048, 32});
   }
   pippy::Program plain = compile(kTwoLinears);
   pippy::Program fused = compile(kTwoLinears);

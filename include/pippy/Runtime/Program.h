@@ -116,8 +116,9 @@ private:
     int countedOp = -1; // index into countedOpNames
   };
   std::vector<std::string> countedOpNames;
-  /// Indices into `code` of the linears `linearsWithOwnParameters` lists.
-  std::vector<size_t> ownLinearInstructions() const;
+  /// The linears `linearsWithOwnParameters` lists, with their indices into
+  /// `code`.
+  std::vector<std::pair<size_t, Linear>> ownLinears() const;
 
   std::vector<Instruction> code;
   std::vector<c10::IValue> constantSlots; // prefilled slot values
