@@ -38,6 +38,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <set>
 #include <unistd.h>
 
@@ -51,6 +52,7 @@ using ::pippy::Rendezvous;
 using ::pippy::RunOptions;
 using ::pippy::RuntimeError;
 using ::pippy::TensorSpec;
+using ::pippy::WeightGradientQueue;
 namespace sched = ::pippy::schedule;
 namespace pd = ::mlir::pippy;
 
@@ -573,8 +575,15 @@ private:
       backwardInputs(mb, roots, grads);
       return;
     }
-    if (!roots.empty())
+    if (!roots.empty()) {
+      // The input gradients go first: the previous stage waits for them,
+      // and the weight gradients follow once they are sent (sendBackward).
+      std::optional<WeightGradientQueue::Scope> hold;
+      if (sendsInputGradients)
+        hold.emplace(heldWeightGrads);
       ::torch::autograd::backward(roots, grads);
+    }
+    heldMicrobatch = currentMicrobatch;
     mb.inputGrads.assign(myInputs.size(), at::Tensor());
     for (const Edge &edge : recvEdges)
       for (const auto &[result, input] : edge.entries) {
@@ -699,6 +708,25 @@ private:
                 " to stage " + std::to_string(edge.peer)));
       }
     mb.inputGrads.clear();
+  }
+
+  /// The weight gradients that the last B held back until its input
+  /// gradients were sent (right after its SEND_B, or before the next
+  /// action that computes or waits for data). They are part of that B:
+  /// busy time, and a second trace event with its name.
+  void addHeldWeightGradients() {
+    if (heldWeightGrads.empty())
+      return;
+    Clock::time_point begin = Clock::now();
+    heldWeightGrads.run();
+    double seconds =
+        std::chrono::duration<double>(Clock::now() - begin).count();
+    busySeconds += seconds;
+    backwardSeconds += seconds;
+    if (!options.tracePath.empty())
+      events.push_back(
+          {sched::Action{sched::Op::Backward, rank, heldMicrobatch}.str(),
+           micros(begin), seconds * 1e6});
   }
 
   /// Sums each replicated tied weight's gradient over its group. When the
@@ -851,6 +879,9 @@ private:
   void train() {
     chooseDeferredLinears();
     fuseWeightGradients();
+    for (const Edge &edge : recvEdges)
+      for (const TensorSpec &spec : edge.specs)
+        sendsInputGradients |= isFloating(spec);
     registerTiedHooks();
     auto optimizer = makeOptimizer(options, trainableTensors());
     int64_t mbRows = argSpecs[0].sizes.at(0);
@@ -885,6 +916,8 @@ private:
       postReceives(mbs, /*training=*/true);
       int inflight = 0;
       for (const sched::Action &action : schedule.ranks[rank]) {
+        if (action.op != sched::Op::SendB && action.op != sched::Op::SendF)
+          addHeldWeightGradients(); // a B whose SEND_B comes later
         Clock::time_point begin = Clock::now();
         int m = action.microbatch;
         switch (action.op) {
@@ -932,7 +965,10 @@ private:
           break;
         }
         record(action, begin);
+        if (action.op == sched::Op::SendB)
+          addHeldWeightGradients();
       }
+      addHeldWeightGradients();
       cursor = (cursor + M * mbRows) % data->rows();
       double seconds =
           std::chrono::duration<double>(Clock::now() - start).count();
@@ -1393,6 +1429,11 @@ private:
   std::vector<std::pair<std::string, std::unique_ptr<Communicator>>> tiedComms;
   std::vector<CommHandlePtr> pendingSends;
   std::map<std::string, std::map<int, at::Tensor>> tiedContributions;
+  /// Whether this stage sends gradients to a previous one; its fused
+  /// linears' weight gradients then wait until they are sent.
+  bool sendsInputGradients = false;
+  WeightGradientQueue heldWeightGrads;
+  int heldMicrobatch = 0;
   std::vector<Program::Linear> linears; // deferred weight gradients
   std::set<std::string> deferred;
   std::vector<int> captureSlots;

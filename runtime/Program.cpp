@@ -134,6 +134,9 @@ struct GradientBuffers {
   }
 };
 
+/// The queue of this thread's WeightGradientQueue::Scope, if one lives.
+thread_local ::pippy::WeightGradientQueue *activeQueue = nullptr;
+
 /// `aten::linear` whose backward adds the weight and bias gradients
 /// straight to the parameters' `grad` and gives autograd none for them.
 /// Autograd computes the weight gradient G^T X into a new tensor and then
@@ -142,7 +145,8 @@ struct GradientBuffers {
 /// writes `grad` once. Every product is the one autograd's addmm/mm
 /// backward computes, with the same operand layouts, so the gradients are
 /// autograd's bit for bit; the fused sum is used only where the probe above
-/// shows it gives the same bits as the separate one.
+/// shows it gives the same bits as the separate one. Inside a
+/// WeightGradientQueue::Scope the two additions wait in the queue.
 struct FusedLinearFunction : ::torch::autograd::Function<FusedLinearFunction> {
   static at::Tensor forward(::torch::autograd::AutogradContext *ctx,
                             const at::Tensor &input, const at::Tensor &weight,
@@ -182,27 +186,34 @@ struct FusedLinearFunction : ::torch::autograd::Function<FusedLinearFunction> {
       inputGrad = columnMajor ? weight.t().mm(g.t()).t() : g.mm(weight);
       inputGrad = inputGrad.reshape(input.sizes());
     }
-    at::NoGradGuard noGrad;
-    if (weight.requires_grad()) {
-      if (!weight.grad().defined()) {
-        at::Tensor buffer = GradientBuffers::get().take(weight);
-        weight.mutable_grad() =
-            buffer.defined() ? at::mm_out(buffer, g.t(), x) : g.t().mm(x);
-      } else if (g.is_contiguous() && x.is_contiguous() &&
-                 fusedAccumulationIsExact(x.size(0), out, in,
-                                          weight.scalar_type()))
-        weight.mutable_grad().addmm_(g.t(), x);
-      else
-        weight.mutable_grad().add_(g.t().mm(x));
-    }
-    if (bias.defined() && bias.requires_grad()) {
-      // The engine's sum_to of the gradient that reaches the bias.
-      at::Tensor b = at::sum_to(addmmPath ? g : grad, bias.sizes());
-      if (bias.grad().defined())
-        bias.mutable_grad().add_(b);
-      else
-        bias.mutable_grad() = b.clone(); // b may alias `grad`
-    }
+    auto addParameterGradients = [g, x, grad, weight, bias, addmmPath, out,
+                                  in]() mutable {
+      at::NoGradGuard noGrad;
+      if (weight.requires_grad()) {
+        if (!weight.grad().defined()) {
+          at::Tensor buffer = GradientBuffers::get().take(weight);
+          weight.mutable_grad() =
+              buffer.defined() ? at::mm_out(buffer, g.t(), x) : g.t().mm(x);
+        } else if (g.is_contiguous() && x.is_contiguous() &&
+                   fusedAccumulationIsExact(x.size(0), out, in,
+                                            weight.scalar_type()))
+          weight.mutable_grad().addmm_(g.t(), x);
+        else
+          weight.mutable_grad().add_(g.t().mm(x));
+      }
+      if (bias.defined() && bias.requires_grad()) {
+        // The engine's sum_to of the gradient that reaches the bias.
+        at::Tensor b = at::sum_to(addmmPath ? g : grad, bias.sizes());
+        if (bias.grad().defined())
+          bias.mutable_grad().add_(b);
+        else
+          bias.mutable_grad() = b.clone(); // b may alias `grad`
+      }
+    };
+    if (activeQueue)
+      activeQueue->push(std::move(addParameterGradients));
+    else
+      addParameterGradients();
     return {inputGrad, at::Tensor(), at::Tensor()};
   }
 };
@@ -653,4 +664,18 @@ void ::pippy::releaseGradient(at::Tensor &param) {
   if (buffers.fused.count(impl))
     buffers.spare[impl] = param.grad();
   param.mutable_grad().reset();
+}
+
+::pippy::WeightGradientQueue::Scope::Scope(WeightGradientQueue &queue)
+    : previous(activeQueue) {
+  activeQueue = &queue;
+}
+
+::pippy::WeightGradientQueue::Scope::~Scope() { activeQueue = previous; }
+
+void ::pippy::WeightGradientQueue::run() {
+  std::vector<std::function<void()>> work = std::move(pending);
+  pending.clear();
+  for (std::function<void()> &w : work)
+    w();
 }

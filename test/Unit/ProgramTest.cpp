@@ -293,6 +293,54 @@ TEST_F(ProgramTest, ReleasedGradientBuffersAreReusedByFusedLinears) {
   EXPECT_TRUE(at::equal(held, copy));
 }
 
+TEST_F(ProgramTest, HeldWeightGradientsWaitForTheQueueAndKeepTheirBits) {
+  pippy::Program plain = compile(kLinearRelu);
+  pippy::Program fused = compile(kLinearRelu);
+  fused.fuseWeightGradients({"fc.weight"});
+  torch::manual_seed(2);
+  at::Tensor w0 = torch::randn({3, 4}), b0 = torch::randn({3});
+  std::map<std::string, at::Tensor> a = {
+      {"fc.weight", w0.clone().requires_grad_(true)},
+      {"fc.bias", b0.clone().requires_grad_(true)}};
+  std::map<std::string, at::Tensor> b = {
+      {"fc.weight", w0.clone().requires_grad_(true)},
+      {"fc.bias", b0.clone().requires_grad_(true)}};
+  pippy::WeightGradientQueue queue;
+  for (int mb = 0; mb < 3; ++mb) {
+    at::Tensor x = torch::randn({2, 4});
+    at::Tensor xa = x.clone().requires_grad_(true);
+    at::Tensor xb = x.clone().requires_grad_(true);
+    plain.run({xa}, a)[0].toTensor().sum().backward();
+    at::Tensor weightBefore = b.at("fc.weight").grad().defined()
+                                  ? b.at("fc.weight").grad().clone()
+                                  : at::Tensor();
+    {
+      pippy::WeightGradientQueue::Scope hold(queue);
+      fused.run({xb}, b)[0].toTensor().sum().backward();
+    }
+    // The input gradient is there; the weight and bias gradients wait.
+    EXPECT_TRUE(at::equal(xa.grad(), xb.grad())) << "micro-batch " << mb;
+    ASSERT_FALSE(queue.empty());
+    if (mb == 0) {
+      EXPECT_FALSE(b.at("fc.weight").grad().defined());
+      EXPECT_FALSE(b.at("fc.bias").grad().defined());
+    } else {
+      EXPECT_TRUE(at::equal(b.at("fc.weight").grad(), weightBefore));
+    }
+    queue.run();
+    EXPECT_TRUE(queue.empty());
+    EXPECT_TRUE(at::equal(a.at("fc.weight").grad(), b.at("fc.weight").grad()))
+        << "micro-batch " << mb;
+    EXPECT_TRUE(at::equal(a.at("fc.bias").grad(), b.at("fc.bias").grad()))
+        << "micro-batch " << mb;
+  }
+  // Without a scope the gradients are added at once.
+  at::Tensor before = b.at("fc.weight").grad().clone();
+  fused.run({torch::randn({2, 4})}, b)[0].toTensor().sum().backward();
+  EXPECT_TRUE(queue.empty());
+  EXPECT_FALSE(at::equal(b.at("fc.weight").grad(), before));
+}
+
 TEST_F(ProgramTest, BuildsListsAndUnpacksTuples) {
   pippy::Program program = compile(R"mlir(
 func.func @forward(%a: !torch.vtensor<[2,2],f32>, %b: !torch.vtensor<[2,2],f32>) -> !torch.vtensor<[4,2],f32> {

@@ -19,6 +19,7 @@
 #include <ATen/core/stack.h>
 #include <torch/csrc/jit/runtime/operator.h>
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -134,6 +135,38 @@ private:
 /// buffer of a fused linear's weight (Program::fuseWeightGradients) for that
 /// weight's next gradient, which is written into it instead of a new one.
 void releaseGradient(at::Tensor &param);
+
+/// Fused linears' weight and bias gradients (Program::fuseWeightGradients),
+/// held back so that a stage's input gradients are ready, and can be sent
+/// to the previous stage, before the weight gradients are computed. While a
+/// `Scope` lives, the backward of a fused linear on this thread queues its
+/// weight and bias gradients here instead of adding them (autograd runs a
+/// CPU graph on the thread that calls backward; on any other thread they
+/// are added at once, as without a scope). `run` adds them in the order
+/// they were queued, with the kernels and operands the backward would have
+/// used, so the gradients keep their bits. The queue holds each linear's
+/// input and output gradient until it runs.
+class WeightGradientQueue {
+public:
+  class Scope {
+  public:
+    explicit Scope(WeightGradientQueue &queue);
+    ~Scope();
+    Scope(const Scope &) = delete;
+    Scope &operator=(const Scope &) = delete;
+
+  private:
+    WeightGradientQueue *previous;
+  };
+
+  void push(std::function<void()> work) { pending.push_back(std::move(work)); }
+  /// Adds every queued gradient, oldest first, and empties the queue.
+  void run();
+  bool empty() const { return pending.empty(); }
+
+private:
+  std::vector<std::function<void()>> pending;
+};
 
 /// The libtorch dtype of a torch dialect dtype (f32 -> kFloat, si64 -> kLong).
 at::ScalarType toScalarType(mlir::Type dtype);
