@@ -577,7 +577,8 @@ private:
     }
     if (!roots.empty()) {
       // The input gradients go first: the previous stage waits for them,
-      // and the weight gradients follow once they are sent (sendBackward).
+      // and the weight gradients follow once they are sent
+      // (addHeldWeightGradients after the SEND_B).
       std::optional<WeightGradientQueue::Scope> hold;
       if (sendsInputGradients)
         hold.emplace(heldWeightGrads);
