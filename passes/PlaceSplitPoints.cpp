@@ -179,34 +179,54 @@ struct PlaceSplitPointsPass
       problem.opCost[i] = cost.flops + cost.bytes;
     }
 
-    if (policy == "balanced") {
-      // Bytes live across each cut: a result made before it and used at or
-      // after it (or returned) is sent there.
-      std::vector<int64_t> delta(ops.size() + 2, 0);
-      for (auto [d, op] : llvm::enumerate(ops))
-        for (Value result : op->getResults()) {
-          size_t last = d;
-          for (Operation *user : result.getUsers()) {
-            Operation *top = body.findAncestorOpInBlock(*user);
-            if (!top)
-              continue;
-            if (top == body.getTerminator())
-              last = ops.size();
-            else if (auto it = index.find(top); it != index.end())
-              last = std::max(last, it->second);
-          }
-          if (last > d) {
-            int64_t bytes = ::pippy::getTensorBytes(result.getType());
-            delta[d + 1] += bytes;
-            delta[last + 1] -= bytes;
-          }
+    // What is live across each cut: a result made before it and used at or
+    // after it (or returned) is sent there. Balancing counts its bytes; a
+    // list or a scalar cannot be sent, so no cut may separate it from its
+    // users.
+    std::vector<int64_t> delta(ops.size() + 2, 0);
+    std::vector<int> unsendable(ops.size() + 2, 0);
+    for (auto [d, op] : llvm::enumerate(ops))
+      for (Value result : op->getResults()) {
+        size_t last = d;
+        for (Operation *user : result.getUsers()) {
+          Operation *top = body.findAncestorOpInBlock(*user);
+          if (!top)
+            continue;
+          if (top == body.getTerminator())
+            last = ops.size();
+          else if (auto it = index.find(top); it != index.end())
+            last = std::max(last, it->second);
         }
-      int64_t live = 0;
-      for (size_t cut = 1; cut < ops.size(); ++cut) {
-        live += delta[cut];
+        if (last <= d)
+          continue;
+        if (isa<torch::BaseTensorType>(result.getType())) {
+          int64_t bytes = ::pippy::getTensorBytes(result.getType());
+          delta[d + 1] += bytes;
+          delta[last + 1] -= bytes;
+        } else {
+          unsendable[d + 1] += 1;
+          unsendable[last + 1] -= 1;
+        }
+      }
+    problem.cutAllowed.assign(ops.size() + 1, 1);
+    int64_t live = 0;
+    int blocked = 0;
+    size_t allowedCuts = 0;
+    for (size_t cut = 1; cut < ops.size(); ++cut) {
+      live += delta[cut];
+      blocked += unsendable[cut];
+      problem.cutAllowed[cut] = blocked == 0;
+      allowedCuts += blocked == 0;
+      if (policy == "balanced")
         problem.cutCost[cut] =
             measured ? std::llround(live * measured->nsPerByte) : live;
-      }
+    }
+    if (allowedCuts + 1 < stages) {
+      func.emitError("cannot cut into ")
+          << static_cast<unsigned>(stages) << " stages: only " << allowedCuts
+          << " places between ops have nothing but tensors live across "
+             "them (lists and scalars cannot cross stages)";
+      return signalPassFailure();
     }
 
     ::pippy::Partition partition = ::pippy::partitionOptimal(problem, stages);

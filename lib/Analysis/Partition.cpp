@@ -11,7 +11,8 @@
 // A memory cap limits each stage to starts i >= first(j), where first(j) is
 // the smallest i with mem(i, j) <= cap; first(j) never decreases as j grows,
 // so the candidates form a sliding window and a monotonic deque keeps its
-// maximum key, still O(ops) per stage count.
+// maximum key, still O(ops) per stage count. A cut that is not allowed never
+// becomes a candidate start.
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,6 +43,7 @@ constexpr size_t kNone = std::numeric_limits<size_t>::max();
 std::vector<size_t> tryPartition(const std::vector<int64_t> &prefix,
                                  const std::vector<int64_t> &cut,
                                  const std::vector<size_t> &firstStart,
+                                 const std::vector<char> &allowed,
                                  size_t stages, int64_t limit) {
   size_t n = prefix.size() - 1;
   // parent[k][j]: start of the k-th stage (0-based) when stage k ends at j.
@@ -57,7 +59,7 @@ std::vector<size_t> tryPartition(const std::vector<int64_t> &prefix,
     for (size_t j = 1; j <= n; ++j) {
       size_t i = j - 1; // cut i becomes a candidate start for stages ending
                         // at j or later (stages are non-empty)
-      if (reachable[i]) {
+      if (reachable[i] && (i == 0 || allowed.empty() || allowed[i])) {
         int64_t key = prefix[i] - cut[i];
         while (!window.empty() &&
                prefix[window.back()] - cut[window.back()] <= key)
@@ -130,14 +132,16 @@ Partition pippy::partitionOptimal(const PartitionProblem &problem,
   assert((problem.memoryCap <= 0 || problem.opMemory.size() == n) &&
          "one memory size per op");
   std::vector<size_t> first = firstStarts(problem);
-  std::vector<size_t> best =
-      tryPartition(prefix, problem.cutCost, first, stages, hi);
+  assert((problem.cutAllowed.empty() || problem.cutAllowed.size() == n + 1) &&
+         "one entry per cut");
+  std::vector<size_t> best = tryPartition(prefix, problem.cutCost, first,
+                                          problem.cutAllowed, stages, hi);
   if (best.empty())
-    return Partition(); // nothing fits the memory cap
+    return Partition(); // nothing fits the memory cap and the allowed cuts
   while (lo < hi) {
     int64_t mid = lo + (hi - lo) / 2;
-    std::vector<size_t> starts =
-        tryPartition(prefix, problem.cutCost, first, stages, mid);
+    std::vector<size_t> starts = tryPartition(prefix, problem.cutCost, first,
+                                              problem.cutAllowed, stages, mid);
     if (starts.empty()) {
       lo = mid + 1;
     } else {
@@ -176,6 +180,8 @@ Partition pippy::partitionExhaustive(const PartitionProblem &problem,
       return;
     }
     for (size_t s = from; s + (stages - starts.size()) <= n; ++s) {
+      if (!problem.cutAllowed.empty() && !problem.cutAllowed[s])
+        continue;
       starts.push_back(s);
       search(s + 1);
       starts.pop_back();
@@ -183,6 +189,6 @@ Partition pippy::partitionExhaustive(const PartitionProblem &problem,
   };
   search(1);
   if (best.starts.empty())
-    best.bottleneck = 0; // nothing fits the memory cap
+    best.bottleneck = 0; // nothing fits the memory cap and the allowed cuts
   return best;
 }

@@ -111,4 +111,45 @@ TEST(Partition, MemoryCapMatchesExhaustiveSearch) {
   EXPECT_GT(binding, 20);
 }
 
+// Cuts that are not allowed (a list or a scalar is live there): the same
+// optimum as exhaustive search over the partitions that cut only where
+// allowed, every start of the answer allowed, and no answer exactly when
+// there are too few allowed cuts.
+TEST(Partition, AllowedCutsMatchExhaustiveSearch) {
+  std::mt19937 rng(13);
+  int infeasible = 0, binding = 0;
+  for (int trial = 0; trial < 600; ++trial) {
+    size_t n = 1 + rng() % 11;
+    size_t stages = 1 + rng() % n;
+    PartitionProblem p;
+    for (size_t i = 0; i < n; ++i)
+      p.opCost.push_back(rng() % 50);
+    for (size_t i = 0; i <= n; ++i) {
+      p.cutCost.push_back(i == 0 || i == n ? 0 : rng() % 30);
+      p.cutAllowed.push_back(i == 0 || rng() % 3 != 0);
+    }
+    if (trial % 4 == 0) { // with a memory cap as well
+      for (size_t i = 0; i < n; ++i)
+        p.opMemory.push_back(rng() % 100);
+      p.memoryCap = 100 + rng() % 400;
+    }
+    Partition fast = partitionOptimal(p, stages);
+    Partition slow = partitionExhaustive(p, stages);
+    ASSERT_EQ(fast.starts.empty(), slow.starts.empty()) << "trial " << trial;
+    if (slow.starts.empty()) {
+      ++infeasible;
+      continue;
+    }
+    ASSERT_EQ(fast.bottleneck, slow.bottleneck) << "trial " << trial;
+    for (size_t start : fast.starts)
+      EXPECT_TRUE(p.cutAllowed[start]) << "trial " << trial << " cut " << start;
+    PartitionProblem free = p;
+    free.cutAllowed.clear();
+    if (partitionOptimal(free, stages).bottleneck < fast.bottleneck)
+      ++binding;
+  }
+  EXPECT_GT(infeasible, 20);
+  EXPECT_GT(binding, 20);
+}
+
 } // namespace

@@ -8,7 +8,8 @@
 //   cost(a, b) = sum(op[a..b)) + cut[a] + cut[b]
 //
 // With a memory cap, a stage [a, b) must also hold at most `memoryCap` bytes
-// (parameters and activations, sum(opMemory[a..b))).
+// (parameters and activations, sum(opMemory[a..b))). Cuts can be ruled out
+// (a list or a scalar, which cannot cross stages, is live there).
 //
 // `partitionOptimal` returns a partition of minimal bottleneck: a binary
 // search over the bottleneck value, each step an O(stages x ops) test
@@ -36,6 +37,9 @@ struct PartitionProblem {
   /// sum(opMemory[a..b)) must stay at or under it.
   std::vector<int64_t> opMemory;
   int64_t memoryCap = 0;
+  /// Optional: with n + 1 entries, only cuts i with cutAllowed[i] != 0 may
+  /// start a stage (cut 0 always does); empty allows every cut.
+  std::vector<char> cutAllowed;
 };
 
 struct Partition {
@@ -49,9 +53,9 @@ struct Partition {
 int64_t stageCost(const PartitionProblem &problem, size_t begin, size_t end);
 
 /// A partition into exactly `stages` non-empty stages minimising the largest
-/// stage cost, every stage within the memory cap if one is set. Requires
-/// 1 <= stages <= number of ops. Empty `starts` when no partition fits the
-/// cap.
+/// stage cost, every stage within the memory cap if one is set and cut only
+/// where allowed. Requires 1 <= stages <= number of ops. Empty `starts` when
+/// no partition fits the cap and the allowed cuts.
 Partition partitionOptimal(const PartitionProblem &problem, size_t stages);
 
 /// The same by trying every partition: for tests on small problems.
