@@ -94,8 +94,16 @@ at::Tensor checkedParameter(const TensorFile &file, const std::string &path,
 }
 
 bool isTrainable(const at::Tensor &tensor, const std::string &name,
-                 const std::set<std::string> &buffers) {
-  return at::isFloatingType(tensor.scalar_type()) && !buffers.count(name);
+                 const std::set<std::string> &untrained) {
+  return at::isFloatingType(tensor.scalar_type()) && !untrained.count(name);
+}
+
+std::set<std::string>
+untrainedNames(const std::map<std::string, std::string> &metadata) {
+  std::set<std::string> names = metadataList(metadata, "buffers");
+  std::set<std::string> frozen = metadataList(metadata, "frozen");
+  names.insert(frozen.begin(), frozen.end());
+  return names;
 }
 
 std::set<std::string> metadataList(const std::map<std::string, std::string> &m,
@@ -303,10 +311,18 @@ at::Tensor computeLoss(const RunOptions &options, const c10::IValue &output,
       throw RuntimeError("--loss none: forward must return the scalar loss");
     return output.toTensor().reshape({});
   }
-  if (!output.isTensor())
+  // With several outputs (a tuple or a list) the loss is taken on the
+  // first, as test/models/common.py does.
+  c10::IValue first = output;
+  if (output.isTuple() && !output.toTupleRef().elements().empty())
+    first = output.toTupleRef().elements()[0];
+  else if (output.isList() && !output.toListRef().empty())
+    first = output.toListRef()[0];
+  if (!first.isTensor())
     throw RuntimeError("--loss " + options.loss +
-                       ": forward must return one tensor");
-  at::Tensor out = output.toTensor();
+                       ": forward must return a tensor, or a tuple or list "
+                       "whose first element is one");
+  at::Tensor out = first.toTensor();
   if (options.loss == "cross_entropy")
     return at::cross_entropy_loss(out.flatten(0, -2), target.flatten());
   if (options.loss == "mse")

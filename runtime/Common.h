@@ -44,10 +44,14 @@ void writeTensors(
 /// against the program's static spec; an error names what differs.
 at::Tensor checkedParameter(const TensorFile &file, const std::string &path,
                             const std::string &name, const TensorSpec &spec);
-/// Whether a weight of the file is trained: a floating-point tensor not
-/// listed as a buffer in the file's metadata.
+/// Whether a weight of the file is trained: a floating-point tensor that
+/// the file's metadata lists neither as a buffer nor as frozen (a parameter
+/// with requires_grad=False; `untrainedNames` reads both lists).
 bool isTrainable(const at::Tensor &tensor, const std::string &name,
-                 const std::set<std::string> &buffers);
+                 const std::set<std::string> &untrained);
+/// The names a weights file's metadata lists under "buffers" and "frozen".
+std::set<std::string>
+untrainedNames(const std::map<std::string, std::string> &metadata);
 /// Names listed in a JSON array held by a metadata entry.
 std::set<std::string> metadataList(const std::map<std::string, std::string> &m,
                                    const std::string &key);

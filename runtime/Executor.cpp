@@ -304,10 +304,10 @@ private:
     TensorFile file = readTensors(path);
     weightsMetadata = file.metadata;
     weightOrder = file.order;
-    std::set<std::string> buffers = metadataList(file.metadata, "buffers");
+    std::set<std::string> untrained = untrainedNames(file.metadata);
     for (const auto &[name, spec] : stageParams(rank)) {
       at::Tensor tensor = checkedParameter(file, path, name, spec);
-      bool trainable = isTrainable(tensor, name, buffers) && !options.infer;
+      bool trainable = isTrainable(tensor, name, untrained) && !options.infer;
       params[name] = trainable ? tensor.requires_grad_(true) : tensor;
       if (trainable)
         trainable_.push_back({name, params[name]});
@@ -1303,11 +1303,31 @@ private:
 
   /// Each rank writes its own stage's gradients; rank 0 merges nothing, so
   /// the file name gets the rank: FILE.rankR.
+  /// Every parameter's gradient: those of this stage's trained ones, zeros
+  /// for its frozen ones, and on rank 0 zeros for the parameters no stage
+  /// uses (PyTorch's gradient is None for both).
   void saveGrads() {
     std::vector<std::pair<std::string, at::Tensor>> grads;
     for (const auto &[name, p] : trainable_) {
       at::Tensor g = p.grad();
       grads.emplace_back(name, g.defined() ? g : at::zeros_like(p));
+    }
+    std::set<std::string> frozen = metadataList(weightsMetadata, "frozen");
+    for (const auto &[name, p] : params)
+      if (frozen.count(name))
+        grads.emplace_back(name, at::zeros_like(p));
+    if (rank == 0) {
+      std::set<std::string> used;
+      for (int s = 0; s < numStages; ++s)
+        for (const auto &[name, spec] : stageParams(s))
+          used.insert(name);
+      std::set<std::string> untrained = untrainedNames(weightsMetadata);
+      for (const std::string &name : weightOrder) {
+        const at::Tensor &t = allWeights.at(name);
+        if (!used.count(name) &&
+            (isTrainable(t, name, untrained) || frozen.count(name)))
+          grads.emplace_back(name, at::zeros_like(t));
+      }
     }
     writeTensors(options.saveGradsPath + ".rank" + std::to_string(rank), grads,
                  {});

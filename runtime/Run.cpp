@@ -134,7 +134,7 @@ private:
     TensorFile file = readTensors(path);
     weightsMetadata = file.metadata;
     weightOrder = file.order;
-    std::set<std::string> buffers = metadataList(file.metadata, "buffers");
+    std::set<std::string> untrained = untrainedNames(file.metadata);
     std::vector<std::pair<std::string, ::pippy::TensorSpec>> specs;
     for (const Program &program : programs)
       specs.insert(specs.end(), program.parameters().begin(),
@@ -142,7 +142,7 @@ private:
     for (const auto &[name, spec] : specs)
       checkedParameter(file, path, name, spec);
     for (const auto &[name, tensor] : file.tensors) {
-      bool trainable = isTrainable(tensor, name, buffers) && !options.infer;
+      bool trainable = isTrainable(tensor, name, untrained) && !options.infer;
       params[name] = trainable ? tensor.requires_grad_(true) : tensor;
       if (trainable)
         trainableNames.push_back(name);
@@ -222,6 +222,8 @@ private:
       saveWeights();
   }
 
+  /// Every parameter's gradient, zeros for frozen ones and those the model
+  /// does not use (PyTorch's gradient is None for both).
   void saveGrads() {
     std::vector<std::pair<std::string, at::Tensor>> grads;
     for (const std::string &name : trainableNames) {
@@ -229,6 +231,9 @@ private:
       grads.emplace_back(
           name, grad.defined() ? grad : at::zeros_like(params.at(name)));
     }
+    for (const std::string &name : metadataList(weightsMetadata, "frozen"))
+      if (params.count(name))
+        grads.emplace_back(name, at::zeros_like(params.at(name)));
     writeTensors(options.saveGradsPath, grads, {});
   }
 

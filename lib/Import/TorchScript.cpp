@@ -178,8 +178,11 @@ private:
       parameterOrder.push_back(name);
       parameters.emplace(name, tensor);
     };
-    for (const auto &p : module.named_parameters(/*recurse=*/true))
+    for (const auto &p : module.named_parameters(/*recurse=*/true)) {
       record(p.name, p.value);
+      if (!aliases.count(p.name) && !p.value.requires_grad())
+        frozen.push_back(p.name);
+    }
     for (const auto &b : module.named_buffers(/*recurse=*/true)) {
       record(b.name, b.value);
       if (!aliases.count(b.name))
@@ -710,12 +713,17 @@ private:
       if (llvm::Error error = writer.add(name, *dtype, sizes, bytes))
         fail(llvm::toString(std::move(error)));
     }
-    if (!buffers.empty()) {
+    auto writeList = [&](const char *key,
+                         const std::vector<std::string> &names) {
+      if (names.empty())
+        return;
       std::string json = "[";
-      for (const std::string &name : buffers)
+      for (const std::string &name : names)
         json += (json.size() > 1 ? ", \"" : "\"") + name + "\"";
-      writer.setMetadata("buffers", json + "]");
-    }
+      writer.setMetadata(key, json + "]");
+    };
+    writeList("buffers", buffers);
+    writeList("frozen", frozen); // parameters with requires_grad=False
     if (!aliases.empty()) {
       std::string json = "{";
       for (const auto &[alias, canonical] : aliases) {
@@ -740,6 +748,7 @@ private:
   std::map<std::string, at::Tensor> parameters;
   std::vector<std::string> parameterOrder;
   std::vector<std::string> buffers;
+  std::vector<std::string> frozen;
   std::map<std::string, std::string> aliases;
   std::map<std::string, Value> paramValues;
   Operation *lastParam = nullptr;

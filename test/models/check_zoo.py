@@ -21,7 +21,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 import st  # noqa: E402
 
-MODELS = ["mlp", "resnet", "gpt", "unet", "transformer"]
+MODELS = ["mlp", "resnet", "gpt", "unet", "transformer", "lstm", "embbag", "twoio",
+          "params"]
 SUFFIXES = [".pt", ".data.safetensors", ".weights.safetensors",
             ".ref.safetensors", ".grads.safetensors", ".final.safetensors",
             ".ref.json"]
@@ -83,7 +84,8 @@ def check_model(out, name, kinds_out):
     M, mb, lr, steps = ref["microbatches"], ref["micro_batch"], ref["lr"], ref["steps"]
     data, _ = st.load(base + ".data.safetensors")
     w0, wmd = st.load(base + ".weights.safetensors")
-    grads, _ = st.load(base + ".grads.safetensors")
+    grads, grads_meta = st.load(base + ".grads.safetensors")
+    unused = set(json.loads((grads_meta or {}).get("unused", "[]")))
     final, fmd = st.load(base + ".final.safetensors")
     refout, _ = st.load(base + ".ref.safetensors")
     al = json.loads(wmd.get("aliases", "{}"))
@@ -100,9 +102,12 @@ def check_model(out, name, kinds_out):
     for n in names:
         assert torch.equal(sd[n], w0[n]), "%s: %s not reproducible" % (name, n)
         assert final[n].shape == w0[n].shape and final[n].dtype == w0[n].dtype
-    for n, _ in model.named_parameters():
+    for n, p in model.named_parameters():
         assert grads[n].shape == w0[n].shape and torch.isfinite(grads[n]).all()
-        assert grads[n].abs().sum() > 0, "%s: zero gradient for %s" % (name, n)
+        if p.requires_grad and n not in unused:
+            assert grads[n].abs().sum() > 0, "%s: zero gradient for %s" % (name, n)
+        else:  # frozen or unused: PyTorch's gradient is None, stored as zeros
+            assert grads[n].abs().sum() == 0, "%s: gradient for %s" % (name, n)
     assert al == common.aliases(model)
 
     # data
@@ -149,9 +154,10 @@ def check_model(out, name, kinds_out):
         losses.append(float(total))
         if k == 0:
             for n, p in ts.named_parameters():
-                if n in grads and not torch.equal(p.grad, grads[n]):
+                g = p.grad if p.grad is not None else torch.zeros_like(p)
+                if n in grads and not torch.equal(g, grads[n]):
                     fail("%s: grad %s differs (max abs %g)"
-                         % (name, n, (p.grad - grads[n]).abs().max()))
+                         % (name, n, (g - grads[n]).abs().max()))
         opt.step()
     if losses != ref["losses"]:
         fail("%s: losses %s != ref %s" % (name, losses, ref["losses"]))

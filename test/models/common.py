@@ -56,7 +56,10 @@ def mlir_shape(t):
 
 
 def compute_loss(loss, out, target):
-    """Loss of one micro-batch (mean over its elements)."""
+    """Loss of one micro-batch (mean over its elements). With several
+    outputs the loss is taken on the first, as pippy-run does."""
+    if isinstance(out, (tuple, list)):
+        out = out[0]
     if loss == "cross_entropy":
         return F.cross_entropy(out.flatten(0, -2), target.flatten())
     if loss == "mse":
@@ -175,8 +178,6 @@ def generate(name, model, example_inputs, data_inputs, targets, loss, out_dir,
         for m in range(microbatches):
             sl = slice(m * mb, (m + 1) * mb)
             out = model(*[x[sl] for x in xs])
-            if isinstance(out, (tuple, list)):
-                out = out[0]  # the loss is taken on the first output
             l = compute_loss(loss, out, ys[sl]) / microbatches
             l.backward()
             total = total + l.detach()
