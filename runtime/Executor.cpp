@@ -742,6 +742,8 @@ private:
   void registerTiedHooks() {
     for (auto &[name, group] : tiedComms) {
       at::Tensor p = params.at(name);
+      if (!p.requires_grad())
+        continue; // a buffer or frozen parameter: nothing to sum
       int64_t bytes = p.numel() * p.element_size() * group->size() *
                       std::max(options.microbatches, 1);
       if (bytes > kExactTiedBytes)
@@ -759,6 +761,8 @@ private:
   void allReduceTied() {
     for (auto &[name, group] : tiedComms) {
       at::Tensor p = params.at(name);
+      if (!p.requires_grad())
+        continue;
       std::string what =
           where() + ": summing the gradients of tied weight '" + name + "'";
       auto it = tiedContributions.find(name);
