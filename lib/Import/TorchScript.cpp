@@ -6,6 +6,17 @@
 // (`aten::size`, `prim::NumToTensor`, `aten::Int`, ...) is folded into
 // constants; in-place ops become their functional form.
 //
+// In-place writes through views are rewritten too: the importer keeps, per
+// tensor of the example run, the IR value that holds its current contents
+// and, for tensors made by a view op it can invert (select, slice, narrow,
+// diagonal, transpose, permute, view/reshape and friends), the op and the
+// tensor it views. A write gives the written tensor its new value, then each
+// tensor it views, up to the root, through the view's scatter form
+// (`aten::slice_scatter`, `aten::select_scatter`, ...); other views that
+// overlap the written memory are made again from their new parent when next
+// read. A tensor that shares the written memory in a way the importer
+// cannot replay is an error when it is read again.
+//
 // This is the only translation unit that sees both libtorch and MLIR. It is
 // compiled with exceptions and catches every libtorch error at the boundary.
 //
@@ -46,6 +57,7 @@ namespace {
 /// An import failure; turned into an llvm::Error at the boundary.
 struct ImportError {
   std::string message;
+  bool running = false; // running the model on the example inputs failed
 };
 
 [[noreturn]] void fail(const std::string &message) {
@@ -71,8 +83,11 @@ bool isShapeOnly(c10::Symbol kind) {
 
 class Importer {
 public:
-  Importer(MLIRContext &context, const ImportOptions &options)
-      : context(context), options(options), builder(&context) {}
+  /// Integer example inputs hold `integerFill` everywhere.
+  Importer(MLIRContext &context, const ImportOptions &options,
+           int64_t integerFill)
+      : context(context), options(options), builder(&context),
+        integerFill(integerFill) {}
 
   OwningOpRef<ModuleOp> run() {
     jit::Module module = loadModule();
@@ -105,8 +120,8 @@ public:
           at::isFloatingType(dtype)
               ? ::torch::randn(shape.sizes,
                                ::torch::TensorOptions().dtype(dtype))
-              : ::torch::zeros(shape.sizes,
-                               ::torch::TensorOptions().dtype(dtype));
+              : ::torch::full(shape.sizes, integerFill,
+                              ::torch::TensorOptions().dtype(dtype));
       jit::Value *input = graph->inputs()[i + 1];
       if (!input->type()->isSubtypeOf(*c10::TensorType::get()))
         fail("forward argument " + std::to_string(i) + " ('" +
@@ -121,8 +136,10 @@ public:
                                      builder.getFunctionType(argTypes, {}));
     Block *body = func.addEntryBlock();
     builder.setInsertionPointToStart(body);
-    for (size_t i = 0; i < numArgs; ++i)
+    for (size_t i = 0; i < numArgs; ++i) {
       mapped[graph->inputs()[i + 1]] = body->getArgument(i);
+      track(graph->inputs()[i + 1], nullptr);
+    }
 
     ::torch::NoGradGuard noGrad;
     for (jit::Node *node : graph->nodes())
@@ -387,8 +404,11 @@ private:
 
   Value lookup(jit::Value *value, jit::Node *user) {
     auto it = mapped.find(value);
-    if (it != mapped.end())
+    if (it != mapped.end()) {
+      if (Tracked *entry = trackedOf(value); entry && entry->written)
+        return resolve(*entry, user);
       return it->second;
+    }
     fail("value '%" + value->debugName() + "' used by " +
          (user ? describe(user) : std::string("the output")) +
          " has no IR counterpart");
@@ -421,11 +441,17 @@ private:
         node->getOperation()(stack);
       }
     } catch (const c10::Error &e) {
-      fail("running " + describe(node) + " on inputs of the shapes in " +
-           "--input-shapes failed: " + e.what_without_backtrace());
+      throw ImportError{"running " + describe(node) +
+                            " on inputs of the shapes in --input-shapes "
+                            "failed: " +
+                            e.what_without_backtrace(),
+                        true};
     } catch (const std::exception &e) {
-      fail("running " + describe(node) + " on inputs of the shapes in " +
-           "--input-shapes failed: " + e.what());
+      throw ImportError{"running " + describe(node) +
+                            " on inputs of the shapes in --input-shapes "
+                            "failed: " +
+                            e.what(),
+                        true};
     }
     if (stack.size() != node->outputs().size())
       fail(describe(node) + " produced " + std::to_string(stack.size()) +
@@ -435,6 +461,12 @@ private:
   }
 
   void importNode(jit::Node *node, const std::string &path) {
+    importNodeBody(node, path);
+    for (jit::Value *output : node->outputs())
+      track(output, node);
+  }
+
+  void importNodeBody(jit::Node *node, const std::string &path) {
     currentPath = path;
     c10::Symbol kind = node->kind();
     Location loc = currentLocation();
@@ -648,6 +680,7 @@ private:
         it = paramValues.emplace(canonical, param.getResult()).first;
       }
       mapped[node->output()] = it->second;
+      parameterImpls[value.toTensor().unsafeGetTensorImpl()] = canonical;
       return;
     }
     Value constant = emitConstant(value, loc);
@@ -673,6 +706,7 @@ private:
       if (attrPaths.count(written))
         fail("in-place op " + describe(node) + " writes to parameter '" +
              canonicalName(attrPaths[written]) + "'");
+      checkNotParameterMemory(node, written);
       name.pop_back();
     }
 
@@ -695,6 +729,232 @@ private:
     if (written) {
       mapped[written] = op->getResult(0);
       values[written] = values.at(node->outputs()[0]);
+      recordWrite(node, written, op->getResult(0));
+    }
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Aliasing: in-place writes through views
+  //===--------------------------------------------------------------------===//
+
+  /// A tensor of the example run (held, so its address is not reused).
+  struct Tracked {
+    at::Tensor tensor;
+    Value current;               // the IR value with its contents
+    Tracked *parent = nullptr;   // the tensor this one views, if invertible
+    Operation *viewOp = nullptr; // the op that made it from `parent`
+    std::vector<int64_t> dims;   // a permute's dims
+    bool written = false;  // `current` overrides `mapped` for its jit values
+    bool stale = false;    // remade from `parent` when next read
+    std::string clobbered; // overwritten by this op through a view that
+                           // cannot be replayed
+  };
+
+  Tracked *trackedOf(jit::Value *value) {
+    if (tracked.empty())
+      return nullptr;
+    auto v = values.find(value);
+    if (v == values.end() || !v->second.isTensor())
+      return nullptr;
+    auto t = tracked.find(v->second.toTensor().unsafeGetTensorImpl());
+    return t == tracked.end() ? nullptr : &t->second;
+  }
+
+  /// View ops whose writes can be replayed on the viewed tensor.
+  static bool isInvertibleView(StringRef op) {
+    static const std::set<std::string> kNames = {
+        "torch.aten.select.int",
+        "torch.aten.slice.Tensor",
+        "torch.aten.narrow",
+        "torch.aten.diagonal",
+        "torch.aten.transpose.int",
+        "torch.aten.t",
+        "torch.aten.permute",
+        "torch.aten.view",
+        "torch.aten.reshape",
+        "torch.aten._unsafe_view",
+        "torch.aten.flatten.using_ints",
+        "torch.aten.unflatten.int",
+        "torch.aten.squeeze",
+        "torch.aten.squeeze.dim",
+        "torch.aten.unsqueeze",
+        "torch.aten.view_as",
+        "torch.aten.reshape_as"};
+    return kNames.count(op.str()) != 0;
+  }
+
+  void track(jit::Value *value, jit::Node *node) {
+    auto v = values.find(value);
+    auto m = mapped.find(value);
+    if (v == values.end() || m == mapped.end() || !v->second.isTensor())
+      return;
+    const at::Tensor &t = v->second.toTensor();
+    if (!t.defined() || !t.has_storage() || t.is_sparse())
+      return;
+    auto [it, inserted] = tracked.try_emplace(t.unsafeGetTensorImpl());
+    if (!inserted)
+      return;
+    Tracked &entry = it->second;
+    entry.tensor = t;
+    entry.current = m->second;
+    storageUsers[t.storage().unsafeGetStorageImpl()].push_back(&entry);
+    // A view the importer can invert records what it views.
+    Operation *op = m->second.getDefiningOp();
+    if (!node || !op || op->getNumOperands() == 0 ||
+        !isInvertibleView(op->getName().getStringRef()))
+      return;
+    Tracked *parent = trackedOf(node->inputs()[0]);
+    if (!parent || !parent->tensor.storage().is_alias_of(t.storage()))
+      return;
+    if (op->getName().getStringRef() == "torch.aten.permute")
+      entry.dims = values.at(node->inputs()[1]).toIntVector();
+    if (op->getName().getStringRef() == "torch.aten.narrow" &&
+        (!values.at(node->inputs()[2]).isInt() ||
+         !values.at(node->inputs()[3]).isInt()))
+      return;
+    if (op->getName().getStringRef() == "torch.aten.narrow")
+      entry.dims = {values.at(node->inputs()[2]).toInt(),
+                    values.at(node->inputs()[3]).toInt()};
+    entry.parent = parent;
+    entry.viewOp = op;
+  }
+
+  /// Whether two tensors share an element.
+  static bool overlaps(const at::Tensor &a, const at::Tensor &b) {
+    if (!a.storage().is_alias_of(b.storage()))
+      return false;
+    if (a.numel() == 0 || b.numel() == 0)
+      return false;
+    if (a.element_size() != b.element_size())
+      return true;
+    int64_t n = a.storage().nbytes() / a.element_size();
+    at::Tensor mask = at::zeros({n}, at::kBool);
+    mask.as_strided(a.sizes(), a.strides(), a.storage_offset()).fill_(true);
+    return mask.as_strided(b.sizes(), b.strides(), b.storage_offset())
+        .any()
+        .item<bool>();
+  }
+
+  /// An in-place write must not reach a parameter's memory through a view.
+  void checkNotParameterMemory(jit::Node *node, jit::Value *written) {
+    auto v = values.find(written);
+    if (v == values.end() || !v->second.isTensor())
+      return;
+    const at::Tensor &t = v->second.toTensor();
+    for (const auto &[impl, name] : parameterImpls) {
+      auto it = tracked.find(impl);
+      if (it != tracked.end() && overlaps(it->second.tensor, t))
+        fail("in-place op " + describe(node) + " writes to parameter '" + name +
+             "' through a view of it");
+    }
+  }
+
+  /// The IR value with a tracked tensor's contents, remade if stale.
+  Value resolve(Tracked &entry, jit::Node *user) {
+    if (!entry.clobbered.empty())
+      fail("a tensor read by " +
+           (user ? describe(user) : std::string("the output")) +
+           " was overwritten by in-place op " + entry.clobbered +
+           " through a view that pippy-import cannot replay (split, "
+           "chunk, unbind, expand, as_strided, ...); write that op out of "
+           "place");
+    if (entry.stale) {
+      Value parent = resolve(*entry.parent, user);
+      Operation *copy = builder.clone(*entry.viewOp);
+      copy->setOperand(0, parent);
+      entry.current = copy->getResult(0);
+      entry.stale = false;
+    }
+    return entry.current;
+  }
+
+  Value emitInt(int64_t v, Location loc) {
+    return emitConstant(c10::IValue(v), loc);
+  }
+
+  /// `base` with `view`'s elements replaced by `src` (the scatter form of
+  /// the view op that made `view` from `base`).
+  Value emitScatter(Tracked &view, Value base, Value src, Location loc) {
+    Operation *op = view.viewOp;
+    StringRef name = op->getName().getStringRef();
+    auto create = [&](StringRef opName, ArrayRef<Value> operands) {
+      OperationState state(loc, opName);
+      state.addOperands(operands);
+      state.addTypes(base.getType());
+      return builder.create(state)->getResult(0);
+    };
+    auto operand = [&](unsigned i) { return op->getOperand(i); };
+    if (name == "torch.aten.select.int")
+      return create("torch.aten.select_scatter",
+                    {base, src, operand(1), operand(2)});
+    if (name == "torch.aten.slice.Tensor")
+      return create(
+          "torch.aten.slice_scatter",
+          {base, src, operand(1), operand(2), operand(3), operand(4)});
+    if (name == "torch.aten.narrow")
+      return create("torch.aten.slice_scatter",
+                    {base, src, operand(1), emitInt(view.dims[0], loc),
+                     emitInt(view.dims[0] + view.dims[1], loc),
+                     emitInt(1, loc)});
+    if (name == "torch.aten.diagonal")
+      return create("torch.aten.diagonal_scatter",
+                    {base, src, operand(1), operand(2), operand(3)});
+    if (name == "torch.aten.transpose.int")
+      return create("torch.aten.transpose.int", {src, operand(1), operand(2)});
+    if (name == "torch.aten.t")
+      return create("torch.aten.t", {src});
+    if (name == "torch.aten.permute") {
+      int64_t rank = static_cast<int64_t>(view.dims.size());
+      std::vector<int64_t> inverse(rank);
+      for (int64_t i = 0; i < rank; ++i)
+        inverse[(view.dims[i] % rank + rank) % rank] = i;
+      return create("torch.aten.permute",
+                    {src, emitConstant(c10::IValue(inverse), loc)});
+    }
+    // The rest keep the element order: reshape back.
+    std::vector<int64_t> sizes(view.parent->tensor.sizes().begin(),
+                               view.parent->tensor.sizes().end());
+    return create("torch.aten.reshape",
+                  {src, emitConstant(c10::IValue(sizes), loc)});
+  }
+
+  /// After `node` wrote `result` into `written`: the written tensor, then
+  /// every tensor it views up to the root, get their new values; the other
+  /// tensors overlapping the written memory are remade or poisoned.
+  void recordWrite(jit::Node *node, jit::Value *writtenValue, Value result) {
+    Tracked *written = trackedOf(writtenValue);
+    if (!written)
+      return;
+    Location loc = result.getLoc();
+    std::set<Tracked *> fresh;
+    Tracked *cur = written;
+    Value value = result;
+    for (;;) {
+      cur->current = value;
+      cur->written = true;
+      cur->stale = false;
+      fresh.insert(cur);
+      if (!cur->parent)
+        break;
+      Value before = resolve(*cur->parent, node);
+      value = emitScatter(*cur, before, value, loc);
+      cur = cur->parent;
+    }
+    Tracked *root = cur;
+    auto rootOf = [](Tracked *t) {
+      while (t->parent)
+        t = t->parent;
+      return t;
+    };
+    const at::Tensor &t = written->tensor;
+    for (Tracked *other : storageUsers[t.storage().unsafeGetStorageImpl()]) {
+      if (fresh.count(other) || !overlaps(other->tensor, t))
+        continue;
+      other->written = true;
+      if (rootOf(other) == root)
+        other->stale = true;
+      else if (other->clobbered.empty())
+        other->clobbered = describe(node);
     }
   }
 
@@ -740,6 +1000,7 @@ private:
   MLIRContext &context;
   const ImportOptions &options;
   OpBuilder builder;
+  int64_t integerFill;
 
   std::unordered_map<jit::Value *, c10::IValue> values;
   std::unordered_map<jit::Value *, Value> mapped;
@@ -753,6 +1014,9 @@ private:
   std::map<std::string, Value> paramValues;
   Operation *lastParam = nullptr;
   std::string currentPath;
+  std::unordered_map<c10::TensorImpl *, Tracked> tracked;
+  std::unordered_map<c10::StorageImpl *, std::vector<Tracked *>> storageUsers;
+  std::map<c10::TensorImpl *, std::string> parameterImpls;
 };
 
 } // namespace
@@ -761,8 +1025,28 @@ namespace pippy {
 llvm::Expected<OwningOpRef<ModuleOp>>
 importTorchScript(MLIRContext &context, const ImportOptions &options) {
   context.loadDialect<func::FuncDialect, td::TorchDialect, pd::PippyDialect>();
+  // Integer inputs are zeros, which every embedding accepts; if the model
+  // cannot run on zeros (a division by an input, an index `tokens - 1`),
+  // ones are tried before giving up.
   try {
-    return Importer(context, options).run();
+    bool integerInputs = llvm::any_of(options.inputs, [](const auto &shape) {
+      return !at::isFloatingType(parseDtype(shape.dtype));
+    });
+    try {
+      return Importer(context, options, 0).run();
+    } catch (const ImportError &zeros) {
+      if (!zeros.running || !integerInputs)
+        throw;
+      try {
+        return Importer(context, options, 1).run();
+      } catch (const ImportError &ones) {
+        if (!ones.running)
+          throw;
+        return llvm::createStringError(
+            zeros.message +
+            " (integer inputs of zeros; with ones: " + ones.message + ")");
+      }
+    }
   } catch (const ImportError &e) {
     return llvm::createStringError(e.message);
   } catch (const c10::Error &e) {

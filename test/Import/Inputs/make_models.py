@@ -4,6 +4,12 @@
   tuple_out.pt   returns a tuple of two tensors
   scripted_if.pt scripted control flow that cannot be inlined
   inplace_buf.pt writes to a buffer in place
+  inplace_bufview.pt writes to a buffer in place through a slice of it
+  chunk_write.pt writes into a chunk's piece, then reads the chunked tensor
+  int_div.pt     divides by an integer input (zeros would fail)
+  int_offset.pt  looks up an embedding at an integer input minus one
+  int_far.pt     looks up an embedding at an integer input plus 9 (fails on
+                 zeros and on ones)
 """
 import sys
 
@@ -51,6 +57,43 @@ class InplaceBuffer(nn.Module):
         return x + self.count
 
 
+class InplaceBufferView(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("count", torch.zeros(4))
+
+    def forward(self, x):
+        self.count[0:1].add_(1)
+        return x + self.count
+
+
+class ChunkWrite(nn.Module):
+    def forward(self, x):
+        h = x * 2
+        a, b = h.chunk(2, dim=1)
+        a.mul_(3)
+        return b + h.sum()
+
+
+class IntDiv(nn.Module):
+    def forward(self, x, n):
+        return x * torch.div(n, n, rounding_mode="floor")
+
+
+class IntOffset(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(6, 4)
+
+    def forward(self, tokens):
+        return self.emb(tokens - 1)
+
+
+class IntFar(IntOffset):
+    def forward(self, tokens):
+        return self.emb(tokens + 9)
+
+
 def main(out):
     torch.manual_seed(0)
     x = torch.randn(2, 8)
@@ -59,6 +102,16 @@ def main(out):
     torch.jit.script(ScriptedIf()).save(f"{out}/scripted_if.pt")
     torch.jit.trace(InplaceBuffer(), (torch.randn(2, 4),),
                     check_trace=False).save(f"{out}/inplace_buf.pt")
+    torch.jit.trace(InplaceBufferView(), (torch.randn(2, 4),),
+                    check_trace=False).save(f"{out}/inplace_bufview.pt")
+    torch.jit.trace(ChunkWrite(), (torch.randn(2, 4),)).save(
+        f"{out}/chunk_write.pt")
+    torch.jit.trace(IntDiv(), (torch.randn(2, 3), torch.ones(2, 3, dtype=torch.long))).save(
+        f"{out}/int_div.pt")
+    torch.jit.trace(IntOffset(), (torch.ones(2, 3, dtype=torch.long),)).save(
+        f"{out}/int_offset.pt")
+    torch.jit.trace(IntFar(), (torch.full((2, 3), -6, dtype=torch.long),)).save(
+        f"{out}/int_far.pt")
 
 
 if __name__ == "__main__":
