@@ -137,6 +137,16 @@ struct OutlineStagesPass
             crossesBadly = true;
             return;
           }
+          if (from && ::pippy::hasDataDependentShape(v)) {
+            v.getDefiningOp()->emitOpError("result ")
+                << cast<OpResult>(v).getResultNumber()
+                << " has a shape that depends on the data; it is made in "
+                   "stage "
+                << *from << " and used in stage " << s
+                << ", but only tensors of static shape can cross stages";
+            crossesBadly = true;
+            return;
+          }
           stage.inputs.insert(v);
           if (from)
             stages[*from].results.insert(v);

@@ -181,8 +181,8 @@ struct PlaceSplitPointsPass
 
     // What is live across each cut: a result made before it and used at or
     // after it (or returned) is sent there. Balancing counts its bytes; a
-    // list or a scalar cannot be sent, so no cut may separate it from its
-    // users.
+    // list, a scalar or a tensor whose shape depends on the data cannot be
+    // sent, so no cut may separate it from its users.
     std::vector<int64_t> delta(ops.size() + 2, 0);
     std::vector<int> unsendable(ops.size() + 2, 0);
     for (auto [d, op] : llvm::enumerate(ops))
@@ -199,7 +199,8 @@ struct PlaceSplitPointsPass
         }
         if (last <= d)
           continue;
-        if (isa<torch::BaseTensorType>(result.getType())) {
+        if (isa<torch::BaseTensorType>(result.getType()) &&
+            !::pippy::hasDataDependentShape(result)) {
           int64_t bytes = ::pippy::getTensorBytes(result.getType());
           delta[d + 1] += bytes;
           delta[last + 1] -= bytes;
@@ -225,7 +226,8 @@ struct PlaceSplitPointsPass
       func.emitError("cannot cut into ")
           << static_cast<unsigned>(stages) << " stages: only " << allowedCuts
           << " places between ops have nothing but tensors live across "
-             "them (lists and scalars cannot cross stages)";
+             "them (lists, scalars and tensors of data-dependent shape "
+             "cannot cross stages)";
       return signalPassFailure();
     }
 

@@ -27,6 +27,16 @@ bool isInModule(llvm::StringRef path, llvm::StringRef module) {
           path[module.size()] == '.');
 }
 
+bool hasDataDependentShape(Value value) {
+  auto result = dyn_cast<OpResult>(value);
+  if (!result)
+    return false;
+  auto marked = result.getOwner()->getAttrOfType<DenseI64ArrayAttr>(
+      kDataDependentShapeAttr);
+  return marked &&
+         llvm::is_contained(marked.asArrayRef(), result.getResultNumber());
+}
+
 bool isReplicable(Operation *op) {
   namespace td = mlir::torch;
   if (isa<mlir::pippy::ParamOp, td::ConstantIntOp, td::ConstantFloatOp,

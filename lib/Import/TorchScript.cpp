@@ -129,6 +129,8 @@ public:
              "; only tensor arguments are supported");
       values[input] = example;
       dataDependent.insert(input);
+      if (at::isFloatingType(dtype))
+        shadowInputs.push_back({input, shape.sizes, dtype});
       argTypes.push_back(getTensorType(example));
     }
 
@@ -140,6 +142,13 @@ public:
       mapped[graph->inputs()[i + 1]] = body->getArgument(i);
       track(graph->inputs()[i + 1], nullptr);
     }
+
+    // The shadow run's inputs: floats drawn again.
+    ::torch::manual_seed(1);
+    for (const ShadowInput &in : shadowInputs)
+      shadow[in.value] =
+          ::torch::randn(in.sizes, ::torch::TensorOptions().dtype(in.dtype));
+    ::torch::manual_seed(0);
 
     ::torch::NoGradGuard noGrad;
     for (jit::Node *node : graph->nodes())
@@ -414,32 +423,35 @@ private:
          " has no IR counterpart");
   }
 
+  /// Runs one node on `stack` (its inputs), leaving its outputs there.
+  static void runNode(jit::Node *node, jit::Stack &stack) {
+    c10::Symbol kind = node->kind();
+    if (kind == c10::prim::ListConstruct) {
+      c10::impl::GenericList list(
+          node->output()->type()->expectRef<c10::ListType>().getElementType());
+      for (c10::IValue &element : stack)
+        list.push_back(std::move(element));
+      stack = {c10::IValue(std::move(list))};
+    } else if (kind == c10::prim::TupleConstruct) {
+      stack = {c10::ivalue::Tuple::create(std::move(stack))};
+    } else if (kind == c10::prim::ListUnpack) {
+      std::vector<c10::IValue> elements = stack.back().toListRef().vec();
+      stack = std::move(elements);
+    } else if (kind == c10::prim::TupleUnpack) {
+      std::vector<c10::IValue> elements =
+          stack.back().toTupleRef().elements().vec();
+      stack = std::move(elements);
+    } else {
+      node->getOperation()(stack);
+    }
+  }
+
   void execute(jit::Node *node) {
     jit::Stack stack;
     for (jit::Value *input : node->inputs())
       stack.push_back(values.at(input));
     try {
-      c10::Symbol kind = node->kind();
-      if (kind == c10::prim::ListConstruct) {
-        c10::impl::GenericList list(node->output()
-                                        ->type()
-                                        ->expectRef<c10::ListType>()
-                                        .getElementType());
-        for (c10::IValue &element : stack)
-          list.push_back(std::move(element));
-        stack = {c10::IValue(std::move(list))};
-      } else if (kind == c10::prim::TupleConstruct) {
-        stack = {c10::ivalue::Tuple::create(std::move(stack))};
-      } else if (kind == c10::prim::ListUnpack) {
-        std::vector<c10::IValue> elements = stack.back().toListRef().vec();
-        stack = std::move(elements);
-      } else if (kind == c10::prim::TupleUnpack) {
-        std::vector<c10::IValue> elements =
-            stack.back().toTupleRef().elements().vec();
-        stack = std::move(elements);
-      } else {
-        node->getOperation()(stack);
-      }
+      runNode(node, stack);
     } catch (const c10::Error &e) {
       throw ImportError{"running " + describe(node) +
                             " on inputs of the shapes in --input-shapes "
@@ -464,6 +476,8 @@ private:
     importNodeBody(node, path);
     for (jit::Value *output : node->outputs())
       track(output, node);
+    if (node->kind() != c10::prim::CallMethod)
+      markDataDependentShapes(node);
   }
 
   void importNodeBody(jit::Node *node, const std::string &path) {
@@ -506,11 +520,16 @@ private:
            ": libtorch 1.13 has no operator with this schema");
 
     execute(node);
+    executeShadow(node);
 
+    // A shape-only op depends on the data when the shadow run disagrees.
     bool dependent = false;
     if (!isShapeOnly(kind))
       for (jit::Value *input : node->inputs())
         dependent |= dataDependent.count(input) != 0;
+    else
+      for (jit::Value *output : node->outputs())
+        dependent |= shadowDiffers(output);
     if (dependent)
       for (jit::Value *output : node->outputs())
         dataDependent.insert(output);
@@ -605,6 +624,7 @@ private:
         attrPaths[param] = attrPaths[arg];
       if (dataDependent.count(arg))
         dataDependent.insert(param);
+      copyShadow(arg, param);
     }
     for (jit::Node *inner : callee.nodes())
       importNode(inner, calleePath);
@@ -619,6 +639,7 @@ private:
         attrPaths[output] = attrPaths[result];
       if (dataDependent.count(result))
         dataDependent.insert(output);
+      copyShadow(result, output);
     }
     // The callee's graph is shared by every instance of its class: forget
     // its values before the next call reuses them.
@@ -627,6 +648,8 @@ private:
       mapped.erase(v);
       attrPaths.erase(v);
       dataDependent.erase(v);
+      shadow.erase(v);
+      opaque.erase(v);
     };
     for (jit::Value *v : callee.inputs())
       forget(v);
@@ -731,6 +754,169 @@ private:
       values[written] = values.at(node->outputs()[0]);
       recordWrite(node, written, op->getResult(0));
     }
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Data-dependent shapes: the shadow run
+  //===--------------------------------------------------------------------===//
+  //
+  // Every node downstream of the inputs runs a second time on other example
+  // inputs (floats drawn again), and ops whose result size depends on the
+  // data (nonzero, masked_select, boolean indexing, unique, ...) get one more
+  // row there when the draw alone did not change it. A size or count that
+  // differs between the two runs is not folded into a constant, and a tensor
+  // whose shape differs is marked `pippy.data_dependent_shape` (the indices
+  // of such results), so that no stage boundary is placed across it.
+
+  /// Ops whose result size depends on tensor contents, and the dimension
+  /// that grows.
+  static std::optional<int64_t> dataDependentDim(jit::Node *node,
+                                                 const jit::Stack &inputs) {
+    static const std::set<std::string> kRows = {
+        "aten::nonzero",    "aten::masked_select",
+        "aten::argwhere",   "aten::unique_consecutive",
+        "aten::_unique2",   "aten::_unique",
+        "aten::unique_dim", "aten::repeat_interleave"};
+    std::string kind = node->kind().toQualString();
+    if (kRows.count(kind))
+      return 0;
+    if (kind != "aten::index" || inputs.size() < 2 || !inputs[1].isList())
+      return std::nullopt;
+    int64_t dim = 0;
+    for (const c10::IValue &index : inputs[1].toListRef()) {
+      if (index.isTensor() && (index.toTensor().scalar_type() == at::kBool ||
+                               index.toTensor().scalar_type() == at::kByte))
+        return dim;
+      if (!index.isNone())
+        return 0;
+      ++dim;
+    }
+    return std::nullopt;
+  }
+
+  const c10::IValue &shadowOf(jit::Value *v) {
+    auto it = shadow.find(v);
+    return it != shadow.end() ? it->second : values.at(v);
+  }
+
+  static bool sameShape(const c10::IValue &a, const c10::IValue &b) {
+    if (a.isTensor() && b.isTensor())
+      return !a.toTensor().defined() || !b.toTensor().defined()
+                 ? a.toTensor().defined() == b.toTensor().defined()
+                 : a.toTensor().sizes() == b.toTensor().sizes();
+    if (a.isList() && b.isList()) {
+      auto la = a.toListRef(), lb = b.toListRef();
+      if (la.size() != lb.size())
+        return false;
+      for (size_t i = 0; i < la.size(); ++i)
+        if (!sameShape(la[i], lb[i]))
+          return false;
+      return true;
+    }
+    if (a.isTuple() && b.isTuple()) {
+      const auto &ea = a.toTupleRef().elements();
+      const auto &eb = b.toTupleRef().elements();
+      if (ea.size() != eb.size())
+        return false;
+      for (size_t i = 0; i < ea.size(); ++i)
+        if (!sameShape(ea[i], eb[i]))
+          return false;
+      return true;
+    }
+    return true;
+  }
+
+  /// Whether a shape-derived value (a size, a count, a list of sizes, a
+  /// 0-d tensor made from one) differs between the two runs.
+  bool shadowDiffers(jit::Value *v) {
+    if (opaque.count(v))
+      return true;
+    auto it = shadow.find(v);
+    if (it == shadow.end())
+      return false;
+    const c10::IValue &a = values.at(v), &b = it->second;
+    if (a.isTensor() && b.isTensor())
+      return a.toTensor().sizes() != b.toTensor().sizes() ||
+             (a.toTensor().numel() == 1 &&
+              !at::equal(a.toTensor(), b.toTensor()));
+    if (a.isTensor() || b.isTensor())
+      return true;
+    return !(a == b);
+  }
+
+  void copyShadow(jit::Value *from, jit::Value *to) {
+    if (auto it = shadow.find(from); it != shadow.end())
+      shadow[to] = it->second;
+    if (opaque.count(from))
+      opaque.insert(to);
+  }
+
+  void executeShadow(jit::Node *node) {
+    bool any = false, shapes = false, blind = false;
+    for (jit::Value *input : node->inputs()) {
+      blind |= opaque.count(input) != 0;
+      if (auto it = shadow.find(input); it != shadow.end()) {
+        any = true;
+        shapes |= !sameShape(it->second, values.at(input));
+      }
+    }
+    auto blindOutputs = [&] {
+      for (jit::Value *output : node->outputs())
+        opaque.insert(output);
+    };
+    if (blind)
+      return blindOutputs();
+    jit::Stack stack;
+    for (jit::Value *input : node->inputs())
+      stack.push_back(shadowOf(input));
+    std::optional<int64_t> grows = dataDependentDim(node, stack);
+    if (!any && !grows)
+      return;
+    // An in-place op must not write into a tensor the main run owns.
+    std::string name = node->kind().toUnqualString();
+    if (!stack.empty() && stack[0].isTensor() && name.size() > 1 &&
+        name.back() == '_' && !shadow.count(node->inputs()[0]))
+      stack[0] = stack[0].toTensor().clone();
+    try {
+      runNode(node, stack);
+    } catch (const std::exception &) {
+      if (shapes)
+        blindOutputs(); // cannot tell which sizes follow the data
+      return;
+    }
+    if (stack.size() != node->outputs().size())
+      return;
+    if (grows && stack[0].isTensor()) {
+      const at::Tensor &main = values.at(node->outputs()[0]).toTensor();
+      at::Tensor t = stack[0].toTensor();
+      int64_t d = *grows < t.dim() ? *grows : 0;
+      if (t.dim() > 0 && t.sizes() == main.sizes()) {
+        std::vector<int64_t> row(t.sizes().begin(), t.sizes().end());
+        row[d] = 1;
+        stack[0] = at::cat({t, at::zeros(row, t.options())}, d);
+      }
+    }
+    for (size_t i = 0; i < stack.size(); ++i)
+      shadow[node->outputs()[i]] = stack[i];
+  }
+
+  /// Marks the op of each result whose shape differs between the runs.
+  void markDataDependentShapes(jit::Node *node) {
+    std::map<Operation *, std::vector<int64_t>> marked;
+    for (jit::Value *output : node->outputs()) {
+      auto m = mapped.find(output);
+      if (m == mapped.end() || !isa<td::BaseTensorType>(m->second.getType()))
+        continue;
+      bool differs = opaque.count(output) != 0;
+      if (auto it = shadow.find(output); !differs && it != shadow.end())
+        differs = !sameShape(it->second, values.at(output));
+      auto result = dyn_cast<OpResult>(m->second);
+      if (differs && result)
+        marked[result.getOwner()].push_back(result.getResultNumber());
+    }
+    for (auto &[op, results] : marked)
+      op->setAttr("pippy.data_dependent_shape",
+                  builder.getDenseI64ArrayAttr(results));
   }
 
   //===--------------------------------------------------------------------===//
@@ -1014,6 +1200,15 @@ private:
   std::map<std::string, Value> paramValues;
   Operation *lastParam = nullptr;
   std::string currentPath;
+  struct ShadowInput {
+    jit::Value *value;
+    std::vector<int64_t> sizes;
+    at::ScalarType dtype;
+  };
+  std::vector<ShadowInput> shadowInputs;
+  std::unordered_map<jit::Value *, c10::IValue> shadow;
+  std::set<jit::Value *> opaque; // the shadow run failed downstream of a
+                                 // size difference
   std::unordered_map<c10::TensorImpl *, Tracked> tracked;
   std::unordered_map<c10::StorageImpl *, std::vector<Tracked *>> storageUsers;
   std::map<c10::TensorImpl *, std::string> parameterImpls;

@@ -38,3 +38,18 @@ func.func @non_tensor_crossing(%x: !torch.vtensor<[2],f32>) -> !torch.vtensor<[2
   %0 = torch.aten.mul.Scalar %x, %n : !torch.vtensor<[2],f32>, !torch.int -> !torch.vtensor<[2],f32>
   return %0 : !torch.vtensor<[2],f32>
 }
+
+// -----
+
+// A tensor whose shape depends on the data (pippy-import marks it) has only
+// the example run's size in its type, so it cannot be sent.
+func.func @data_dependent_shape(%x: !torch.vtensor<[4,8],f32>) -> !torch.vtensor<[],f32> {
+  %int0 = torch.constant.int 0
+  %0 = torch.aten.gt.Scalar %x, %int0 : !torch.vtensor<[4,8],f32>, !torch.int -> !torch.vtensor<[4,8],i1>
+  // expected-error @+1 {{'torch.aten.masked_select' op result 0 has a shape that depends on the data; it is made in stage 0 and used in stage 1, but only tensors of static shape can cross stages}}
+  %1 = torch.aten.masked_select %x, %0 {pippy.data_dependent_shape = array<i64: 0>} : !torch.vtensor<[4,8],f32>, !torch.vtensor<[4,8],i1> -> !torch.vtensor<[15],f32>
+  pippy.split_point
+  %none = torch.constant.none
+  %2 = torch.aten.sum %1, %none : !torch.vtensor<[15],f32>, !torch.none -> !torch.vtensor<[],f32>
+  return %2 : !torch.vtensor<[],f32>
+}

@@ -31,6 +31,15 @@ bool isInModule(llvm::StringRef path, llvm::StringRef module);
 /// these: values each stage copies rather than receives.
 bool isReplicable(mlir::Operation *op);
 
+/// The attribute pippy-import puts on an op whose results (their indices)
+/// have shapes that depend on tensor contents (nonzero, masked_select, ...).
+inline constexpr llvm::StringLiteral kDataDependentShapeAttr =
+    "pippy.data_dependent_shape";
+
+/// Whether `value`'s shape depends on tensor contents: its static type is
+/// only the example run's, so it cannot be sent between stages.
+bool hasDataDependentShape(mlir::Value value);
+
 /// The stage of `pipeline` with index `index`; null when there is none.
 mlir::pippy::StageOp getStage(mlir::pippy::PipelineOp pipeline, int64_t index);
 
