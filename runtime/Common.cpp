@@ -95,7 +95,7 @@ at::Tensor checkedParameter(const TensorFile &file, const std::string &path,
 
 bool isTrainable(const at::Tensor &tensor, const std::string &name,
                  const std::set<std::string> &untrained) {
-  return at::isFloatingType(tensor.scalar_type()) && !untrained.count(name);
+  return isDifferentiable(tensor.scalar_type()) && !untrained.count(name);
 }
 
 std::set<std::string>

@@ -44,6 +44,11 @@ void writeTensors(
 /// against the program's static spec; an error names what differs.
 at::Tensor checkedParameter(const TensorFile &file, const std::string &path,
                             const std::string &name, const TensorSpec &spec);
+/// Whether tensors of this dtype carry gradients: floating-point and
+/// complex ones.
+inline bool isDifferentiable(at::ScalarType type) {
+  return at::isFloatingType(type) || at::isComplexType(type);
+}
 /// Whether a weight of the file is trained: a floating-point tensor that
 /// the file's metadata lists neither as a buffer nor as frozen (a parameter
 /// with requires_grad=False; `untrainedNames` reads both lists).

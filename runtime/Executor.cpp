@@ -86,9 +86,7 @@ struct MicroBatch {
   std::vector<at::Tensor> inputGrads; // per stage input
 };
 
-bool isFloating(const TensorSpec &spec) {
-  return at::isFloatingType(spec.dtype);
-}
+bool isFloating(const TensorSpec &spec) { return isDifferentiable(spec.dtype); }
 
 class RankRunner {
 public:
@@ -501,7 +499,7 @@ private:
         continue;
       }
       at::Tensor t = mb.received[i];
-      if (training && at::isFloatingType(t.scalar_type()))
+      if (training && isDifferentiable(t.scalar_type()))
         t.requires_grad_(true);
       inputs.emplace_back(t);
     }
@@ -589,7 +587,7 @@ private:
     for (const Edge &edge : recvEdges)
       for (const auto &[result, input] : edge.entries) {
         at::Tensor in = mb.received[input];
-        if (!at::isFloatingType(in.scalar_type()))
+        if (!isDifferentiable(in.scalar_type()))
           continue;
         at::Tensor g = in.grad();
         mb.inputGrads[input] = g.defined() ? g : at::zeros_like(in);
@@ -610,7 +608,7 @@ private:
     std::vector<unsigned> inputIndex;
     for (const Edge &edge : recvEdges)
       for (const auto &[result, input] : edge.entries)
-        if (at::isFloatingType(mb.received[input].scalar_type())) {
+        if (isDifferentiable(mb.received[input].scalar_type())) {
           wrt.push_back(mb.received[input]);
           inputIndex.push_back(input);
         }

@@ -333,6 +333,15 @@ at::ScalarType toScalarType(Type dtype) {
     return at::kByte;
   if (dtype.isSignlessInteger(1))
     return at::kBool;
+  if (auto complex = dyn_cast<ComplexType>(dtype)) {
+    Type part = complex.getElementType();
+    if (part.isF32())
+      return at::kComplexFloat;
+    if (part.isF64())
+      return at::kComplexDouble;
+    if (part.isF16())
+      return at::kComplexHalf;
+  }
   std::string text;
   llvm::raw_string_ostream os(text);
   os << dtype;
