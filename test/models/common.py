@@ -7,7 +7,8 @@ Each generator script does, in this order:
     generate(name, model, example_inputs, data_inputs, targets, loss, out_dir)
 
 Models must be deterministic in train mode: no dropout (or p=0), no BatchNorm.
-Everything float is float32; integer inputs/targets are int64.
+Floats are float32 except in mlp64 (float64); integer inputs and targets are
+int64. Any dtype pippy names (common._MLIR_DTYPES) is accepted.
 """
 import json
 import os
@@ -101,7 +102,7 @@ def aliases(model):
 
 
 def state(model):
-    """Parameters then buffers, first names only, detached float32 copies."""
+    """Parameters then buffers, first names only, detached copies."""
     d = {}
     for n, p in model.named_parameters():
         d[n] = p.detach().clone()
@@ -112,8 +113,8 @@ def state(model):
 
 def _check_dtypes(tensors, what):
     for t in tensors:
-        if t.is_floating_point() and t.dtype != torch.float32:
-            raise TypeError("%s: float tensors must be float32, got %s" % (what, t.dtype))
+        if t.dtype not in _MLIR_DTYPES:
+            raise TypeError("%s: tensors of dtype %s have no pippy dtype" % (what, t.dtype))
 
 
 def generate(name, model, example_inputs, data_inputs, targets, loss, out_dir,
