@@ -124,12 +124,29 @@ private:
     for (BlockArgument arg : forward.getArguments())
       argSpecs.push_back(specOfArgument(arg));
     forward.walk([&](pd::PipelineOp op) { pipeline = op; });
-    if (!pipeline && rdzv.worldSize == 1)
-      throw RuntimeError(
-          options.programPath +
-          ": --defer-weight-grads, --checkpoint-dir, --resume and "
-          "--schedule-file run pipelines; make this graph IR a one-stage "
-          "pipeline first (pippy-opt --pippy-split=stages=1)");
+    if (!pipeline && rdzv.worldSize == 1) {
+      std::vector<std::string> given;
+      if (options.deferWeightGrads)
+        given.push_back("--defer-weight-grads");
+      if (!options.checkpointDir.empty())
+        given.push_back("--checkpoint-dir");
+      if (options.resume)
+        given.push_back("--resume");
+      if (!options.scheduleText.empty())
+        given.push_back("--schedule-file");
+      if (!options.profilePath.empty())
+        given.push_back("--profile");
+      std::string names;
+      for (size_t i = 0; i < given.size(); ++i)
+        names += (i == 0                  ? ""
+                  : i + 1 == given.size() ? " and "
+                                          : ", ") +
+                 given[i];
+      throw RuntimeError(options.programPath + ": " + names +
+                         (given.size() == 1 ? " runs" : " run") +
+                         " pipelines; make this graph IR a one-stage "
+                         "pipeline first (pippy-opt --pippy-split=stages=1)");
+    }
     if (!pipeline)
       throw RuntimeError(
           options.programPath +
