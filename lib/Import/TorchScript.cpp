@@ -41,6 +41,7 @@
 #include <torch/csrc/jit/serialization/import.h>
 #include <torch/script.h>
 
+#include <functional>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -157,10 +158,13 @@ public:
     SmallVector<Value> results;
     for (jit::Value *output : graph->outputs()) {
       const c10::IValue &value = values.at(output);
-      if (!value.isTensor() && !isTupleOfTensors(value))
+      if (!value.isTensor() && !isNestedTupleOfTensors(value))
         fail("forward returns a " + output->type()->str() +
-             "; only tensors and tuples of tensors are supported");
-      results.push_back(lookup(output, nullptr));
+             "; only tensors and (nested) tuples of tensors are supported");
+      Value result = lookup(output, nullptr);
+      if (value.isTuple() && !isTupleOfTensors(value))
+        result = flattenTuple(result, unknown);
+      results.push_back(result);
     }
     func::ReturnOp::create(builder, unknown, results);
     removeDeadConstants(*body);
@@ -316,16 +320,60 @@ private:
       return getTensorType(concrete.toTensor());
     if (concrete.isNone())
       return td::NoneType::get(&context);
-    if (concrete.isTuple()) {
-      SmallVector<Type> elements;
-      for (const c10::IValue &element : concrete.toTupleRef().elements()) {
-        if (!element.isTensor())
-          fail("tuple of non-tensors produced by " + describe(node));
-        elements.push_back(getTensorType(element.toTensor()));
-      }
-      return td::TupleType::get(&context, elements);
-    }
+    if (concrete.isTuple())
+      return getTupleType(concrete, node);
     return getStaticType(value->type(), node);
+  }
+
+  /// A tuple of tensors, or of such tuples.
+  Type getTupleType(const c10::IValue &tuple, jit::Node *node) {
+    SmallVector<Type> elements;
+    for (const c10::IValue &element : tuple.toTupleRef().elements()) {
+      if (element.isTuple())
+        elements.push_back(getTupleType(element, node));
+      else if (element.isTensor())
+        elements.push_back(getTensorType(element.toTensor()));
+      else
+        fail("tuple of non-tensors produced by " + describe(node));
+    }
+    return td::TupleType::get(&context, elements);
+  }
+
+  static bool isNestedTupleOfTensors(const c10::IValue &value) {
+    if (!value.isTuple())
+      return false;
+    for (const c10::IValue &e : value.toTupleRef().elements())
+      if (!e.isTensor() && !isNestedTupleOfTensors(e))
+        return false;
+    return true;
+  }
+
+  /// A nested tuple of tensors as one flat tuple of its tensors, in
+  /// depth-first order: `(a, (b, c))` becomes `(a, b, c)`.
+  Value flattenTuple(Value tuple, Location loc) {
+    SmallVector<Value> leaves;
+    std::function<void(Value)> collect = [&](Value v) {
+      auto type = dyn_cast<td::TupleType>(v.getType());
+      if (!type) {
+        leaves.push_back(v);
+        return;
+      }
+      if (auto construct = v.getDefiningOp<td::PrimTupleConstructOp>()) {
+        for (Value element : construct.getOperands())
+          collect(element);
+        return;
+      }
+      auto unpack = td::PrimTupleUnpackOp::create(builder, loc,
+                                                  type.getContainedTypes(), v);
+      for (Value element : unpack.getResults())
+        collect(element);
+    };
+    collect(tuple);
+    SmallVector<Type> types;
+    for (Value leaf : leaves)
+      types.push_back(leaf.getType());
+    return td::PrimTupleConstructOp::create(
+        builder, loc, td::TupleType::get(&context, types), leaves);
   }
 
   static bool isTupleOfTensors(const c10::IValue &value) {

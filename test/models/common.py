@@ -58,9 +58,9 @@ def mlir_shape(t):
 
 def compute_loss(loss, out, target):
     """Loss of one micro-batch (mean over its elements). With several
-    outputs the loss is taken on the first, as pippy-run does."""
-    if isinstance(out, (tuple, list)):
-        out = out[0]
+    outputs the loss is taken on the first (depth first through nested
+    tuples), as pippy-run does."""
+    out = _as_tuple(out)[0]
     if loss == "cross_entropy":
         return F.cross_entropy(out.flatten(0, -2), target.flatten())
     if loss == "mse":
@@ -69,7 +69,11 @@ def compute_loss(loss, out, target):
 
 
 def _as_tuple(x):
-    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+    """The tensors of an output, nested tuples flattened depth first (as
+    pippy-import flattens them)."""
+    if not isinstance(x, (tuple, list)):
+        return (x,)
+    return tuple(t for e in x for t in _as_tuple(e))
 
 
 def _named(prefix, xs):
