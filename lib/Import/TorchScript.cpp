@@ -130,8 +130,7 @@ public:
              "; only tensor arguments are supported");
       values[input] = example;
       dataDependent.insert(input);
-      if (at::isFloatingType(dtype))
-        shadowInputs.push_back({input, shape.sizes, dtype});
+
       argTypes.push_back(getTensorType(example));
     }
 
@@ -143,13 +142,6 @@ public:
       mapped[graph->inputs()[i + 1]] = body->getArgument(i);
       track(graph->inputs()[i + 1], nullptr);
     }
-
-    // The shadow run's inputs: floats drawn again.
-    ::torch::manual_seed(1);
-    for (const ShadowInput &in : shadowInputs)
-      shadow[in.value] =
-          ::torch::randn(in.sizes, ::torch::TensorOptions().dtype(in.dtype));
-    ::torch::manual_seed(0);
 
     ::torch::NoGradGuard noGrad;
     for (jit::Node *node : graph->nodes())
@@ -751,7 +743,7 @@ private:
         it = paramValues.emplace(canonical, param.getResult()).first;
       }
       mapped[node->output()] = it->second;
-      parameterImpls[value.toTensor().unsafeGetTensorImpl()] = canonical;
+      parameterTensors.emplace(canonical, value.toTensor());
       return;
     }
     Value constant = emitConstant(value, loc);
@@ -808,13 +800,15 @@ private:
   // Data-dependent shapes: the shadow run
   //===--------------------------------------------------------------------===//
   //
-  // Every node downstream of the inputs runs a second time on other example
-  // inputs (floats drawn again), and ops whose result size depends on the
-  // data (nonzero, masked_select, boolean indexing, unique, ...) get one more
-  // row there when the draw alone did not change it. A size or count that
-  // differs between the two runs is not folded into a constant, and a tensor
-  // whose shape differs is marked `pippy.data_dependent_shape` (the indices
-  // of such results), so that no stage boundary is placed across it.
+  // Ops whose result size depends on tensor contents (nonzero,
+  // masked_select, boolean indexing, unique, ...) start a second, shadow
+  // run: their result gets one more row there, a number read out of a
+  // tensor (`item`, `int(t)`) one more unit, and every node downstream runs
+  // again on the shadow values. A size or count that differs between the
+  // two runs is not folded into a constant, and a tensor whose shape
+  // differs is marked `pippy.data_dependent_shape` (the indices of such
+  // results), so that no stage boundary is placed across it. Models without
+  // such ops run once.
 
   /// Ops whose result size depends on tensor contents, and the dimension
   /// that grows.
@@ -914,6 +908,19 @@ private:
     };
     if (blind)
       return blindOutputs();
+    static const std::set<std::string> kScalarOfTensor = {
+        "aten::item", "aten::Int", "aten::Float", "aten::_local_scalar_dense",
+        "aten::ScalarImplicit"};
+    if (node->outputs().size() == 1 && node->inputs().size() == 1 &&
+        dataDependent.count(node->input()) &&
+        kScalarOfTensor.count(node->kind().toQualString())) {
+      const c10::IValue &v = values.at(node->output());
+      if (v.isInt())
+        shadow[node->output()] = v.toInt() + 1;
+      else if (v.isDouble())
+        shadow[node->output()] = v.toDouble() + 1;
+      return;
+    }
     jit::Stack stack;
     for (jit::Value *input : node->inputs())
       stack.push_back(shadowOf(input));
@@ -971,9 +978,14 @@ private:
   // Aliasing: in-place writes through views
   //===--------------------------------------------------------------------===//
 
-  /// A tensor of the example run (held, so its address is not reused).
+  /// A tensor of the example run. The weak reference keeps its TensorImpl's
+  /// address from being reused without keeping its memory alive.
   struct Tracked {
-    at::Tensor tensor;
+    explicit Tracked(const at::Tensor &t)
+        : impl(t.getIntrusivePtr()), sizes(t.sizes().begin(), t.sizes().end()) {
+    }
+    c10::weak_intrusive_ptr<c10::TensorImpl> impl;
+    std::vector<int64_t> sizes;
     Value current;               // the IR value with its contents
     Tracked *parent = nullptr;   // the tensor this one views, if invertible
     Operation *viewOp = nullptr; // the op that made it from `parent`
@@ -991,7 +1003,7 @@ private:
     if (v == values.end() || !v->second.isTensor())
       return nullptr;
     auto t = tracked.find(v->second.toTensor().unsafeGetTensorImpl());
-    return t == tracked.end() ? nullptr : &t->second;
+    return t == tracked.end() ? nullptr : t->second;
   }
 
   /// View ops whose writes can be replayed on the viewed tensor.
@@ -1028,17 +1040,24 @@ private:
     auto [it, inserted] = tracked.try_emplace(t.unsafeGetTensorImpl());
     if (!inserted)
       return;
-    Tracked &entry = it->second;
-    entry.tensor = t;
+    trackedArena.push_back(std::make_unique<Tracked>(t));
+    Tracked &entry = *trackedArena.back();
+    it->second = &entry;
     entry.current = m->second;
-    storageUsers[t.storage().unsafeGetStorageImpl()].push_back(&entry);
+    auto &users = storageUsers[t.storage().unsafeGetStorageImpl()];
+    // A storage freed earlier may have left its address to this one.
+    llvm::erase_if(users, [](Tracked *u) { return u->impl.expired(); });
+    users.push_back(&entry);
     // A view the importer can invert records what it views.
     Operation *op = m->second.getDefiningOp();
     if (!node || !op || op->getNumOperands() == 0 ||
         !isInvertibleView(op->getName().getStringRef()))
       return;
     Tracked *parent = trackedOf(node->inputs()[0]);
-    if (!parent || !parent->tensor.storage().is_alias_of(t.storage()))
+    if (!parent || !values.at(node->inputs()[0])
+                        .toTensor()
+                        .storage()
+                        .is_alias_of(t.storage()))
       return;
     if (op->getName().getStringRef() == "torch.aten.permute")
       entry.dims = values.at(node->inputs()[1]).toIntVector();
@@ -1075,12 +1094,10 @@ private:
     if (v == values.end() || !v->second.isTensor())
       return;
     const at::Tensor &t = v->second.toTensor();
-    for (const auto &[impl, name] : parameterImpls) {
-      auto it = tracked.find(impl);
-      if (it != tracked.end() && overlaps(it->second.tensor, t))
+    for (const auto &[name, p] : parameterTensors)
+      if (overlaps(p, t))
         fail("in-place op " + describe(node) + " writes to parameter '" + name +
              "' through a view of it");
-    }
   }
 
   /// The IR value with a tracked tensor's contents, remade if stale.
@@ -1146,10 +1163,8 @@ private:
                     {src, emitConstant(c10::IValue(inverse), loc)});
     }
     // The rest keep the element order: reshape back.
-    std::vector<int64_t> sizes(view.parent->tensor.sizes().begin(),
-                               view.parent->tensor.sizes().end());
     return create("torch.aten.reshape",
-                  {src, emitConstant(c10::IValue(sizes), loc)});
+                  {src, emitConstant(c10::IValue(view.parent->sizes), loc)});
   }
 
   /// After `node` wrote `result` into `written`: the written tensor, then
@@ -1180,9 +1195,13 @@ private:
         t = t->parent;
       return t;
     };
-    const at::Tensor &t = written->tensor;
+    const at::Tensor &t = values.at(writtenValue).toTensor();
     for (Tracked *other : storageUsers[t.storage().unsafeGetStorageImpl()]) {
-      if (fresh.count(other) || !overlaps(other->tensor, t))
+      if (fresh.count(other))
+        continue;
+      // A tensor that is gone cannot be read again.
+      c10::intrusive_ptr<c10::TensorImpl> alive = other->impl.lock();
+      if (!alive || !overlaps(at::Tensor(alive), t))
         continue;
       other->written = true;
       if (rootOf(other) == root)
@@ -1248,18 +1267,13 @@ private:
   std::map<std::string, Value> paramValues;
   Operation *lastParam = nullptr;
   std::string currentPath;
-  struct ShadowInput {
-    jit::Value *value;
-    std::vector<int64_t> sizes;
-    at::ScalarType dtype;
-  };
-  std::vector<ShadowInput> shadowInputs;
   std::unordered_map<jit::Value *, c10::IValue> shadow;
   std::set<jit::Value *> opaque; // the shadow run failed downstream of a
                                  // size difference
-  std::unordered_map<c10::TensorImpl *, Tracked> tracked;
+  std::vector<std::unique_ptr<Tracked>> trackedArena;
+  std::unordered_map<c10::TensorImpl *, Tracked *> tracked;
   std::unordered_map<c10::StorageImpl *, std::vector<Tracked *>> storageUsers;
-  std::map<c10::TensorImpl *, std::string> parameterImpls;
+  std::map<std::string, at::Tensor> parameterTensors;
 };
 
 } // namespace

@@ -10,6 +10,7 @@
   int_offset.pt  looks up an embedding at an integer input minus one
   int_far.pt     looks up an embedding at an integer input plus 9 (fails on
                  zeros and on ones)
+  count_ramp.pt  (scripted) an arange as long as a count read out of a tensor
 """
 import sys
 
@@ -94,6 +95,12 @@ class IntFar(IntOffset):
         return self.emb(tokens + 9)
 
 
+class CountRamp(nn.Module):
+    def forward(self, x):
+        n = int((x > 0).sum())
+        return x * torch.arange(n, dtype=x.dtype).sum()
+
+
 def main(out):
     torch.manual_seed(0)
     x = torch.randn(2, 8)
@@ -112,6 +119,7 @@ def main(out):
         f"{out}/int_offset.pt")
     torch.jit.trace(IntFar(), (torch.full((2, 3), -6, dtype=torch.long),)).save(
         f"{out}/int_far.pt")
+    torch.jit.script(CountRamp()).save(f"{out}/count_ramp.pt")
 
 
 if __name__ == "__main__":
