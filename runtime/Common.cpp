@@ -298,8 +298,14 @@ void OutputRows::write(const std::string &path) const {
     std::vector<at::Tensor> parts;
     for (const auto &chunk : chunks)
       parts.push_back(chunk.at(i));
+    // A 0-d result (a model that returns its loss) has no rows: one
+    // micro-batch's is written as it is, several are stacked.
+    at::Tensor whole =
+        parts.front().dim() == 0
+            ? (parts.size() == 1 ? parts.front() : at::stack(parts, 0))
+            : at::cat(parts, 0);
     merged.emplace_back(n == 1 ? "output" : "output." + std::to_string(i),
-                        at::cat(parts, 0));
+                        whole);
   }
   writeTensors(path, merged, {});
 }

@@ -110,7 +110,8 @@ private:
 
 /// Inference outputs: each micro-batch's results (tensors, or tuples of
 /// them) are flattened; `write` concatenates them by row into `output` (or
-/// `output.0`, `output.1`, ...) in `path`.
+/// `output.0`, `output.1`, ...) in `path`. 0-d results are stacked, one
+/// value per micro-batch (written as they are for a single micro-batch).
 class OutputRows {
 public:
   void add(const std::vector<c10::IValue> &results);

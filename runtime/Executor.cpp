@@ -101,8 +101,11 @@ public:
     loadWeights();
     if (!options.infer)
       checkTrainingOptions(options);
+    // With --loss none the target is forward's last argument, in --infer
+    // too.
     data = std::make_unique<Dataset>(options, argSpecs,
-                                     /*needTarget=*/!options.infer);
+                                     /*needTarget=*/!options.infer ||
+                                         options.loss == "none");
     connect();
     if (options.infer)
       return infer();
@@ -507,8 +510,7 @@ private:
     bool needsData = std::any_of(myInputs.begin(), myInputs.end(),
                                  [](const Source &s) { return s.stage < 0; });
     if (needsData)
-      dataArgs =
-          data->arguments(begin, rows, training && options.loss == "none");
+      dataArgs = data->arguments(begin, rows, options.loss == "none");
     std::vector<c10::IValue> inputs;
     for (size_t i = 0; i < myInputs.size(); ++i) {
       if (myInputs[i].stage < 0) {

@@ -255,7 +255,9 @@ private:
   void infer() {
     if (options.outputPath.empty())
       throw RuntimeError("--infer needs --output FILE");
-    Dataset data(options, argSpecs, /*needTarget=*/false);
+    // With --loss none the target is forward's last argument.
+    bool withTarget = options.loss == "none";
+    Dataset data(options, argSpecs, withTarget);
     int64_t rows = data.rows();
     int64_t mb = argSpecs[0].sizes.at(0);
     if (rows % mb != 0)
@@ -265,7 +267,7 @@ private:
     ::torch::NoGradGuard noGrad;
     OutputRows outputs;
     for (int64_t begin = 0; begin < rows; begin += mb)
-      outputs.add(forward(data.arguments(begin, mb, false)));
+      outputs.add(forward(data.arguments(begin, mb, withTarget)));
     outputs.write(options.outputPath);
     std::printf("[rank0] wrote %lld rows to %s\n", (long long)rows,
                 options.outputPath.c_str());

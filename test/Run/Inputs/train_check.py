@@ -78,6 +78,13 @@ def main():
         opt = torch.optim.SGD(model.parameters(), lr=0.5 if case == "clip"
                               else 0.1)
 
+    # --infer with a model that returns its loss: one 0-d result per
+    # micro-batch, stacked (the initial weights).
+    with torch.no_grad():
+        first_losses = torch.stack([model(x[m * MB:(m + 1) * MB],
+                                          target[m * MB:(m + 1) * MB])
+                                    for m in range(M)]) if own else None
+
     losses = []
     for step in range(STEPS):
         opt.zero_grad()
@@ -130,7 +137,23 @@ def main():
         weights_ok &= err <= 1e-5 * scale
     print(f"{case} weights {'ok' if weights_ok else 'MISMATCH'}: worst "
           f"relative error {worst:.2e}")
-    return 0 if loss_ok and weights_ok else 1
+    infer_ok = True
+    if own:
+        st.save(f"{out}/{case}.first.safetensors",
+                {"input": x[:M * MB], "target": target[:M * MB]})
+        subprocess.run([f"{bindir}/pippy-run", program, "--nproc", str(nproc),
+                        "--schedule", schedule, "--infer", "--microbatches",
+                        str(M), "--data", f"{out}/{case}.first.safetensors",
+                        "--loss", "none", "--output",
+                        f"{out}/{case}.out.safetensors"], check=True,
+                       stdout=subprocess.DEVNULL)
+        got = st.load(f"{out}/{case}.out.safetensors")[0]["output"]
+        infer_ok = (got.shape == first_losses.shape and
+                    (got - first_losses).abs().max().item()
+                    <= 1e-5 * first_losses.abs().max().item())
+        print(f"{case} infer {'ok' if infer_ok else 'MISMATCH'}: "
+              f"{list(got.shape)} {got.tolist()} / {first_losses.tolist()}")
+    return 0 if loss_ok and weights_ok and infer_ok else 1
 
 
 if __name__ == "__main__":
