@@ -766,7 +766,7 @@ private:
       if (bytes > kExactTiedBytes)
         continue;
       auto &slots = tiedContributions[name];
-      if (!deferred.empty() || options.deferWeightGrads)
+      if (!deferred.empty())
         continue; // backwardInputs records the contributions
       p.register_hook([this, &slots](const at::Tensor &g) {
         slots[currentMicrobatch] = g.detach().clone();
