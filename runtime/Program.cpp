@@ -447,7 +447,10 @@ Program Program::compile(Block &body, const std::string &name) {
       continue;
     }
     if (auto c = dyn_cast<td::ValueTensorLiteralOp>(op)) {
-      setConstant(c.getResult(), c10::IValue(literalTensor(c)));
+      at::Tensor literal = literalTensor(c);
+      if (op->hasAttr(::pippy::kWrappedNumberAttr))
+        literal.unsafeGetTensorImpl()->set_wrapped_number(true);
+      setConstant(c.getResult(), c10::IValue(literal));
       continue;
     }
     if (isa<td::DerefineOp, td::TensorStaticInfoCastOp>(op)) {

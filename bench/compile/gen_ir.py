@@ -176,9 +176,6 @@ def generate(blocks, width, seq, batch, source, weights):
         y = layer_norm(x, p["ln_1.weight"], p["ln_1.bias"], h + ".ln_1")
         none = w.const_none(a)
         ninf = w.const_float(float("-inf"), a)
-        sc = w.num()
-        w.emit("%s = torch.vtensor.literal(dense<%s> : tensor<f64>) : %s"
-               % (sc, mlir_float(scale), vt([], "f64")), a)
         m2 = w.const_int(-2, a)
         m1 = w.const_int(-1, a)
         zero = w.const_int(0, a)
@@ -188,6 +185,11 @@ def generate(blocks, width, seq, batch, source, weights):
         kt = w.op("torch.aten.transpose.int", [k, m2, m1], [x_t, "!torch.int", "!torch.int"],
                   kt_t, a)
         s = w.op("torch.aten.matmul", [q, kt], [x_t, kt_t], att_t, a)
+        # A Python float operand: a literal of its own, marked as a number.
+        sc = w.num()
+        w.emit("%s = torch.vtensor.literal(dense<%s> : tensor<f64>) "
+               "{pippy.wrapped_number} : %s"
+               % (sc, mlir_float(scale), vt([], "f64")), a)
         s = w.op("torch.aten.mul.Tensor", [s, sc], [att_t, vt([], "f64")], att_t, a)
         eq = w.op("torch.aten.eq.Scalar", [p["attn.mask"], zero], [mask_t, "!torch.int"],
                   vt([T, T], "i1"), a)

@@ -24,6 +24,7 @@
 
 #include "pippy/Import/TorchScript.h"
 
+#include "pippy/Analysis/GraphIR.h"
 #include "pippy/Dialect/Pippy/PippyDialect.h"
 #include "pippy/Dialect/Torch/TorchDialect.h"
 #include "pippy/Support/Safetensors.h"
@@ -486,10 +487,50 @@ private:
     }
   }
 
+  /// Whether operand `index` of `node` is a 0-d tensor constant where an
+  /// overload of the op takes a number. TorchScript runs such an op with the
+  /// number (its executor rewrites `aten::mul(%x, %c)` with a constant `%c
+  /// = {0.5}` to the Scalar overload), so `int_tensor * 0.5` is float32,
+  /// not float64: the constant is a wrapped number, which does not take
+  /// part in type promotion as a tensor would.
+  bool isNumberOperand(jit::Node *node, size_t index) {
+    jit::Value *input = node->inputs()[index];
+    if (input->node()->kind() != c10::prim::Constant)
+      return false;
+    auto v = values.find(input);
+    if (v == values.end() || !v->second.isTensor() ||
+        v->second.toTensor().dim() != 0)
+      return false;
+    const c10::FunctionSchema *own = node->maybeSchema();
+    if (!own)
+      return false;
+    for (const auto &op : jit::getAllOperatorsFor(node->kind())) {
+      const c10::FunctionSchema &other = op->schema();
+      if (other.arguments().size() != own->arguments().size() ||
+          other.is_mutable() != own->is_mutable())
+        continue;
+      bool match = true;
+      for (size_t a = 0; a < other.arguments().size() && match; ++a) {
+        const c10::TypePtr &type = other.arguments()[a].type();
+        match = a == index ? type->kind() == c10::TypeKind::NumberType
+                           : *type == *own->arguments()[a].type();
+      }
+      if (match)
+        return true;
+    }
+    return false;
+  }
+
   void execute(jit::Node *node) {
     jit::Stack stack;
     for (jit::Value *input : node->inputs())
       stack.push_back(values.at(input));
+    for (size_t i = 0; i < stack.size(); ++i)
+      if (isNumberOperand(node, i)) {
+        at::Tensor number = stack[i].toTensor().clone();
+        number.unsafeGetTensorImpl()->set_wrapped_number(true);
+        stack[i] = number;
+      }
     try {
       runNode(node, stack);
     } catch (const c10::Error &e) {
@@ -774,8 +815,18 @@ private:
     }
 
     SmallVector<Value> operands;
-    for (jit::Value *input : node->inputs())
+    for (auto [i, input] : llvm::enumerate(node->inputs())) {
+      if (isNumberOperand(node, i)) {
+        // A fresh literal marked for the runtime, as execute() ran it.
+        Value literal =
+            emitTensorLiteral(values.at(input).toTensor(), currentLocation());
+        literal.getDefiningOp()->setAttr(::pippy::kWrappedNumberAttr,
+                                         builder.getUnitAttr());
+        operands.push_back(literal);
+        continue;
+      }
       operands.push_back(lookup(input, node));
+    }
     SmallVector<Type> resultTypes;
     for (jit::Value *output : node->outputs())
       resultTypes.push_back(getValueType(output, node));

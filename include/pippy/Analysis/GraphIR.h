@@ -31,6 +31,12 @@ bool isInModule(llvm::StringRef path, llvm::StringRef module);
 /// these: values each stage copies rather than receives.
 bool isReplicable(mlir::Operation *op);
 
+/// The attribute pippy-import puts on a 0-d `torch.vtensor.literal` that
+/// TorchScript treats as a number (a wrapped number: `int_tensor * 0.5` is
+/// float32); the runtime marks the tensor it makes the same way.
+inline constexpr llvm::StringLiteral kWrappedNumberAttr =
+    "pippy.wrapped_number";
+
 /// The attribute pippy-import puts on an op whose results (their indices)
 /// have shapes that depend on tensor contents (nonzero, masked_select, ...).
 inline constexpr llvm::StringLiteral kDataDependentShapeAttr =
