@@ -808,8 +808,7 @@ private:
     if (inPlace) {
       written = node->inputs()[0];
       if (attrPaths.count(written))
-        fail("in-place op " + describe(node) + " writes to parameter '" +
-             canonicalName(attrPaths[written]) + "'");
+        failWriteTo(node, canonicalName(attrPaths[written]), "");
       checkNotParameterMemory(node, written);
       name.pop_back();
     }
@@ -1147,8 +1146,20 @@ private:
     const at::Tensor &t = v->second.toTensor();
     for (const auto &[name, p] : parameterTensors)
       if (overlaps(p, t))
-        fail("in-place op " + describe(node) + " writes to parameter '" + name +
-             "' through a view of it");
+        failWriteTo(node, name, " through a view of it");
+  }
+
+  /// Parameters and buffers are read-only: a stage program is a function of
+  /// them, the same for every micro-batch.
+  [[noreturn]] void failWriteTo(jit::Node *node, const std::string &name,
+                                const std::string &how) {
+    bool buffer = llvm::is_contained(buffers, name);
+    fail("in-place op " + describe(node) + " writes to " +
+         (buffer ? "buffer '" : "parameter '") + name + "'" + how +
+         (buffer ? "; buffers are read-only (a BatchNorm in training mode "
+                   "updates its running statistics: export the model in "
+                   "eval mode)"
+                 : ""));
   }
 
   /// The IR value with a tracked tensor's contents, remade if stale.
