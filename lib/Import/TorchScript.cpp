@@ -521,16 +521,21 @@ private:
     return false;
   }
 
-  void execute(jit::Node *node) {
-    jit::Stack stack;
-    for (jit::Value *input : node->inputs())
-      stack.push_back(values.at(input));
+  /// The 0-d constants TorchScript runs as numbers, made wrapped numbers.
+  void wrapNumbers(jit::Node *node, jit::Stack &stack) {
     for (size_t i = 0; i < stack.size(); ++i)
       if (isNumberOperand(node, i)) {
         at::Tensor number = stack[i].toTensor().clone();
         number.unsafeGetTensorImpl()->set_wrapped_number(true);
         stack[i] = number;
       }
+  }
+
+  void execute(jit::Node *node) {
+    jit::Stack stack;
+    for (jit::Value *input : node->inputs())
+      stack.push_back(values.at(input));
+    wrapNumbers(node, stack);
     try {
       runNode(node, stack);
     } catch (const c10::Error &e) {
@@ -974,6 +979,7 @@ private:
     jit::Stack stack;
     for (jit::Value *input : node->inputs())
       stack.push_back(shadowOf(input));
+    wrapNumbers(node, stack);
     std::optional<int64_t> grows = dataDependentDim(node, stack);
     if (!any && !grows)
       return;
