@@ -310,6 +310,21 @@ void OutputRows::write(const std::string &path) const {
   writeTensors(path, merged, {});
 }
 
+std::vector<std::string> executorOnlyOptions(const RunOptions &options) {
+  std::vector<std::string> given;
+  if (options.deferWeightGrads)
+    given.push_back("--defer-weight-grads");
+  if (!options.checkpointDir.empty())
+    given.push_back("--checkpoint-dir");
+  if (options.resume)
+    given.push_back("--resume");
+  if (!options.scheduleText.empty())
+    given.push_back("--schedule-file");
+  if (!options.profilePath.empty())
+    given.push_back("--profile");
+  return given;
+}
+
 at::Tensor computeLoss(const RunOptions &options, const c10::IValue &output,
                        const at::Tensor &target) {
   if (options.loss == "none") {

@@ -121,6 +121,11 @@ private:
   std::vector<std::vector<at::Tensor>> chunks;
 };
 
+/// The options given that only the pipeline executor implements
+/// (`--defer-weight-grads`, `--checkpoint-dir`, ...), as they are spelt on
+/// the command line; an unsplit program with any of them runs there.
+std::vector<std::string> executorOnlyOptions(const RunOptions &options);
+
 /// The loss of one micro-batch (the mean over its rows).
 at::Tensor computeLoss(const RunOptions &options, const c10::IValue &output,
                        const at::Tensor &target);

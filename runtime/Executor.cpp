@@ -86,8 +86,6 @@ struct MicroBatch {
   std::vector<at::Tensor> inputGrads; // per stage input
 };
 
-bool isFloating(const TensorSpec &spec) { return isDifferentiable(spec.dtype); }
-
 class RankRunner {
 public:
   RankRunner(const RunOptions &options, const Rendezvous &rdzv)
@@ -128,17 +126,7 @@ private:
       argSpecs.push_back(specOfArgument(arg));
     forward.walk([&](pd::PipelineOp op) { pipeline = op; });
     if (!pipeline && rdzv.worldSize == 1) {
-      std::vector<std::string> given;
-      if (options.deferWeightGrads)
-        given.push_back("--defer-weight-grads");
-      if (!options.checkpointDir.empty())
-        given.push_back("--checkpoint-dir");
-      if (options.resume)
-        given.push_back("--resume");
-      if (!options.scheduleText.empty())
-        given.push_back("--schedule-file");
-      if (!options.profilePath.empty())
-        given.push_back("--profile");
+      std::vector<std::string> given = executorOnlyOptions(options);
       std::string names;
       for (size_t i = 0; i < given.size(); ++i)
         names += (i == 0                  ? ""
@@ -484,7 +472,7 @@ private:
         std::vector<at::Tensor> buffers;
         for (size_t e = 0; e < edge.entries.size(); ++e) {
           const TensorSpec &spec = edge.specs[e];
-          if (!isFloating(spec)) {
+          if (!isDifferentiable(spec.dtype)) {
             buffers.push_back(at::Tensor());
             continue;
           }
@@ -715,7 +703,7 @@ private:
   void sendBackward(MicroBatch &mb, int m) {
     for (const Edge &edge : recvEdges)
       for (size_t e = 0; e < edge.entries.size(); ++e) {
-        if (!isFloating(edge.specs[e]))
+        if (!isDifferentiable(edge.specs[e].dtype))
           continue;
         at::Tensor g = mb.inputGrads[edge.entries[e].second].contiguous();
         pendingSends.push_back(comm->send(
@@ -903,7 +891,7 @@ private:
     fuseWeightGradients();
     for (const Edge &edge : recvEdges)
       for (const TensorSpec &spec : edge.specs)
-        sendsInputGradients |= isFloating(spec);
+        sendsInputGradients |= isDifferentiable(spec.dtype);
     registerTiedHooks();
     auto optimizer = makeOptimizer(options, trainableTensors());
     int64_t mbRows = argSpecs[0].sizes.at(0);

@@ -294,9 +294,7 @@ llvm::Error run(const RunOptions &options) {
     std::optional<Rendezvous> rdzv = Rendezvous::fromEnvironment();
     if (rdzv && rdzv->worldSize > 1)
       return runRank(options, *rdzv);
-    if (options.deferWeightGrads || !options.checkpointDir.empty() ||
-        options.resume || !options.scheduleText.empty() ||
-        !options.profilePath.empty()) {
+    if (!executorOnlyOptions(options).empty()) {
       // What only the pipeline executor does runs there, on a world of one.
       char dir[] = "/tmp/pippy-run-XXXXXX";
       if (!mkdtemp(dir))
