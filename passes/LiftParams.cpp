@@ -14,6 +14,7 @@
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/JSON.h"
 
 #define DEBUG_TYPE "pippy-lift-params"
 
@@ -69,6 +70,8 @@ struct LiftParamsPass
       module.emitError("pippy-lift-params needs the option weights=FILE");
       return signalPassFailure();
     }
+    if (::mlir::failed(nameEntryForward(module)))
+      return signalPassFailure();
     st::Writer writer;
     llvm::StringSet<> written;
     bool failed = false;
@@ -90,6 +93,27 @@ struct LiftParamsPass
     if (failed)
       return signalPassFailure();
 
+    // Buffers: running statistics found here, and those the user names.
+    std::vector<std::string> bufferNames = findRunningStatistics(module);
+    for (const std::string &name : buffers) {
+      if (!written.contains(name)) {
+        module.emitError("pippy-lift-params: buffers names '")
+            << name << "', which is no lifted literal's parameter name";
+        return signalPassFailure();
+      }
+      if (!llvm::is_contained(bufferNames, name))
+        bufferNames.push_back(name);
+    }
+    if (!bufferNames.empty()) {
+      llvm::json::Array list;
+      for (const std::string &name : bufferNames)
+        list.push_back(name);
+      std::string json;
+      llvm::raw_string_ostream os(json);
+      os << llvm::json::Value(std::move(list));
+      writer.setMetadata("buffers", json);
+    }
+
     if (llvm::Error error = writer.write(weights)) {
       module.emitError("cannot write weights: ")
           << llvm::toString(std::move(error));
@@ -97,6 +121,63 @@ struct LiftParamsPass
     }
     module->setAttr("pippy.weights",
                     StringAttr::get(module.getContext(), weights));
+  }
+
+  /// Torch-MLIR's FX importer calls the model's function `main`; the graph
+  /// IR calls it `forward`. Renames the only public function with a body
+  /// when the module has no `forward`.
+  LogicalResult nameEntryForward(ModuleOp module) {
+    if (module.lookupSymbol<func::FuncOp>("forward"))
+      return success();
+    SmallVector<func::FuncOp> candidates;
+    for (auto func : module.getOps<func::FuncOp>())
+      if (func.isPublic() && !func.isExternal())
+        candidates.push_back(func);
+    if (candidates.size() != 1)
+      return success();
+    func::FuncOp entry = candidates.front();
+    auto forward = StringAttr::get(module.getContext(), "forward");
+    if (::mlir::failed(SymbolTable::replaceAllSymbolUses(entry.getSymNameAttr(),
+                                                         forward, module)))
+      return entry.emitOpError("cannot be renamed to forward");
+    entry.setSymNameAttr(forward);
+    return success();
+  }
+
+  /// The names of lifted parameters read only as a batch norm's running
+  /// mean or variance (operands 3 and 4 of every batch norm variant).
+  static std::vector<std::string> findRunningStatistics(ModuleOp module) {
+    llvm::StringMap<bool> onlyStatistics; // name -> every use a statistic
+    std::vector<std::string> order;
+    module.walk([&](ParamOp param) {
+      bool statistic = !param.getResult().use_empty();
+      for (OpOperand &use : param.getResult().getUses())
+        statistic &= isRunningStatistic(use);
+      auto [it, inserted] = onlyStatistics.try_emplace(param.getName(), true);
+      if (inserted)
+        order.push_back(param.getName().str());
+      it->second &= statistic;
+    });
+    std::vector<std::string> names;
+    for (const std::string &name : order)
+      if (onlyStatistics.lookup(name))
+        names.push_back(name);
+    return names;
+  }
+
+  static bool isRunningStatistic(OpOperand &use) {
+    Operation *user = use.getOwner();
+    StringRef name = user->getName().getStringRef();
+    if (auto generic = dyn_cast<torch::OperatorOp>(user))
+      name = generic.getName();
+    name.consume_front("torch.aten.");
+    name = name.split('.').first;
+    bool batchNorm = llvm::is_contained(
+        {"batch_norm", "native_batch_norm", "_native_batch_norm_legit",
+         "_native_batch_norm_legit_no_training", "instance_norm"},
+        name);
+    return batchNorm &&
+           (use.getOperandNumber() == 3 || use.getOperandNumber() == 4);
   }
 
   LogicalResult liftLiteral(torch::ValueTensorLiteralOp literal,

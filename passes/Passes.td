@@ -30,6 +30,18 @@ def PippyLiftParams : Pass<"pippy-lift-params", "::mlir::ModuleOp"> {
     literals in op order. A `dense_resource` whose bytes are missing from the
     file is an error that names it.
 
+    Torch-MLIR's frozen output does not say which literals were buffers. A
+    lifted literal that is only read as the running mean or variance of a
+    batch norm (`batch_norm`, `native_batch_norm`,
+    `_native_batch_norm_legit[_no_training]`, `instance_norm`) is listed as a
+    buffer in the weights file's metadata, so `pippy-run` never trains it;
+    `buffers=NAME,...` lists more (a causal mask, rotary tables). A name in
+    `buffers` that no lifted literal has is an error.
+
+    The graph IR's function is `@forward`. Torch-MLIR's FX importer names
+    it `@main`: a module without `@forward` whose only public function has
+    a body gets that function renamed to `forward`.
+
     Before:
 
     ```mlir
@@ -51,6 +63,9 @@ def PippyLiftParams : Pass<"pippy-lift-params", "::mlir::ModuleOp"> {
   let options = [
     Option<"weights", "weights", "std::string", /*default=*/"\"\"",
            "safetensors file that receives the lifted values">,
+    ListOption<"buffers", "buffers", "std::string",
+               "lifted literals (by parameter name) that are buffers, never "
+               "trained">,
   ];
   let dependentDialects = ["::mlir::pippy::PippyDialect"];
 }

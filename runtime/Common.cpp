@@ -158,11 +158,52 @@ OwningOpRef<ModuleOp> parseProgram(MLIRContext &context,
   return module;
 }
 
+namespace {
+/// Float tensor literals of more than one element: Torch-MLIR's weights,
+/// which --pippy-lift-params turns into parameters.
+size_t countWeightLiterals(ModuleOp module) {
+  size_t count = 0;
+  module.walk([&](mlir::torch::ValueTensorLiteralOp literal) {
+    auto type =
+        cast<ShapedType>(cast<ElementsAttr>(literal.getValue()).getType());
+    if (isa<FloatType>(type.getElementType()) && type.getNumElements() > 1)
+      ++count;
+  });
+  return count;
+}
+
+std::string countLiterals(size_t n) {
+  return std::to_string(n) + (n == 1 ? " weight literal" : " weight literals");
+}
+
+constexpr const char *kLiftHint =
+    "; run pippy-opt --pippy-lift-params=weights=FILE on it first";
+} // namespace
+
+func::FuncOp lookupForward(ModuleOp module, const std::string &path) {
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  if (forward && !forward.isExternal())
+    return forward;
+  std::string message = path + ": no func.func @forward";
+  if (size_t literals = countWeightLiterals(module))
+    message += " (it holds " + countLiterals(literals) +
+               ": Torch-MLIR output)" + kLiftHint +
+               ", which also names its function forward";
+  else if (module.lookupSymbol<func::FuncOp>("main"))
+    message += " (it has a @main, as Torch-MLIR's FX importer writes)" +
+               std::string(kLiftHint) + ", which names it forward";
+  throw RuntimeError(message);
+}
+
 std::string resolveWeightsPath(const RunOptions &options, ModuleOp module) {
   std::string path = options.weightsPath;
   if (!path.empty())
     return path;
   auto attr = module->getAttrOfType<StringAttr>("pippy.weights");
+  if (!attr && countWeightLiterals(module))
+    throw RuntimeError(options.programPath + ": the module has " +
+                       countLiterals(countWeightLiterals(module)) +
+                       " (Torch-MLIR output) and no weights file" + kLiftHint);
   if (!attr)
     throw RuntimeError(options.programPath +
                        ": the module names no weights file "

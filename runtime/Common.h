@@ -65,6 +65,10 @@ void writeJson(const std::string &path, llvm::json::Value value);
 /// Parses the program and registers every dialect it may use.
 mlir::OwningOpRef<mlir::ModuleOp> parseProgram(mlir::MLIRContext &context,
                                                const std::string &path);
+/// The program's `func.func @forward`; an error that says what to do when it
+/// is missing (a Torch-MLIR module not lifted yet, for instance).
+mlir::func::FuncOp lookupForward(mlir::ModuleOp module,
+                                 const std::string &path);
 /// --weights, or the module's pippy.weights (relative to the program file).
 std::string resolveWeightsPath(const RunOptions &options,
                                mlir::ModuleOp module);

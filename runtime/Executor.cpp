@@ -119,9 +119,7 @@ private:
 
   void loadPipeline() {
     module = parseProgram(context, options.programPath);
-    auto forward = module->lookupSymbol<func::FuncOp>("forward");
-    if (!forward || forward.isExternal())
-      throw RuntimeError(options.programPath + ": no func.func @forward");
+    func::FuncOp forward = lookupForward(*module, options.programPath);
     for (BlockArgument arg : forward.getArguments())
       argSpecs.push_back(specOfArgument(arg));
     forward.walk([&](pd::PipelineOp op) { pipeline = op; });

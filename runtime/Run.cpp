@@ -60,9 +60,7 @@ public:
 private:
   void loadProgram() {
     module = parseProgram(context, options.programPath);
-    auto forward = module->lookupSymbol<func::FuncOp>("forward");
-    if (!forward || forward.isExternal())
-      throw RuntimeError(options.programPath + ": no func.func @forward");
+    func::FuncOp forward = lookupForward(*module, options.programPath);
     for (BlockArgument arg : forward.getArguments())
       argSpecs.push_back(::pippy::rt::specOfArgument(arg));
 

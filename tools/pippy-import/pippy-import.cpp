@@ -18,22 +18,27 @@
 
 using namespace llvm;
 
+static cl::OptionCategory importCategory("pippy-import options");
 static cl::opt<std::string> inputFile(cl::Positional, cl::Required,
-                                      cl::desc("<model.pt>"));
+                                      cl::desc("<model.pt>"),
+                                      cl::cat(importCategory));
 static cl::opt<std::string>
     inputShapes("input-shapes", cl::Required,
                 cl::desc("one shape per forward argument at micro-batch "
-                         "size, e.g. 4x32xf32 or 2x16xsi64,2x16xsi64"));
+                         "size, e.g. 4x32xf32 or 2x16xsi64,2x16xsi64"),
+                cl::cat(importCategory));
 static cl::opt<std::string> outputFile("o", cl::desc("output IR file"),
-                                       cl::value_desc("file"), cl::init("-"));
+                                       cl::value_desc("file"), cl::init("-"),
+                                       cl::cat(importCategory));
 static cl::opt<bool> emitBytecode(
     "emit-bytecode",
     cl::desc("write MLIR bytecode instead of text (smaller, and several times "
-             "faster for pippy-opt and pippy-run to read)"));
+             "faster for pippy-opt and pippy-run to read)"),
+    cl::cat(importCategory));
 static cl::opt<std::string>
     weightsFile("weights", cl::Required,
                 cl::desc("safetensors file that receives the parameters"),
-                cl::value_desc("file"));
+                cl::value_desc("file"), cl::cat(importCategory));
 
 static int fail(const Twine &message) {
   WithColor::error(errs(), "pippy-import") << message << "\n";
@@ -42,8 +47,19 @@ static int fail(const Twine &message) {
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(importCategory);
   cl::ParseCommandLineOptions(
-      argc, argv, "pippy-import: traced TorchScript module to graph IR\n");
+      argc, argv,
+      "pippy-import: traced TorchScript module to graph IR\n\n"
+      "  Torch-MLIR output (.mlir) is already IR: lift its weight literals "
+      "with\n  pippy-opt model.mlir --pippy-lift-params=weights=FILE\n");
+
+  if (StringRef(inputFile).ends_with(".mlir") ||
+      StringRef(inputFile).ends_with(".mlirbc"))
+    return fail(inputFile +
+                ": pippy-import reads traced TorchScript (.pt); Torch-MLIR "
+                "output is imported with pippy-opt " +
+                inputFile + " --pippy-lift-params=weights=FILE");
 
   Expected<std::vector<pippy::InputShape>> shapes =
       pippy::parseInputShapes(inputShapes);
