@@ -22,7 +22,8 @@ import common  # noqa: E402
 import st  # noqa: E402
 
 MODELS = ["mlp", "resnet", "gpt", "unet", "transformer", "lstm", "embbag", "twoio",
-          "params", "sharedbuf", "viewmut", "datadep", "fnet", "mlp64", "nestedout", "tiedconv", "intscale"]
+          "params", "sharedbuf", "viewmut", "datadep", "fnet", "mlp64", "nestedout", "tiedconv", "intscale",
+          "tmgpt", "tmcnn"]
 SUFFIXES = [".pt", ".data.safetensors", ".weights.safetensors",
             ".ref.safetensors", ".grads.safetensors", ".final.safetensors",
             ".ref.json"]

@@ -3,7 +3,13 @@
 compares everything with PyTorch's reference numbers.
 
 Usage: compare.py MODEL ZOO_DIR BIN_DIR [SPLIT_POINTS] [--nproc N]
-                  [--schedule gpipe|1f1b] [PIPPY_RUN_FLAG ...]
+                  [--schedule gpipe|1f1b] [--torch-mlir] [PIPPY_RUN_FLAG ...]
+
+With --torch-mlir the model comes from MODEL.torch.mlir (Torch-MLIR's text,
+see torchmlir.py) through pippy-opt --pippy-lift-params instead of from
+MODEL.pt through pippy-import; pippy's parameter names (the resource keys)
+are mapped to PyTorch's by MODEL.torch.mlir.names.json, and the literals
+that MODEL.torch.mlir.buffers lists (if it exists) are lifted as buffers.
 
 With SPLIT_POINTS (`h.1:begin,h.2:begin`), the imported graph IR is split
 into a pipeline with pippy-opt (--pippy-annotate-split-points,
@@ -93,6 +99,9 @@ def main():
             flags[flag] = args[i + 1]
             del args[i:i + 2]
     nproc, schedule = int(flags["--nproc"]), flags["--schedule"]
+    torch_mlir = "--torch-mlir" in args
+    if torch_mlir:
+        args.remove("--torch-mlir")
     model, zoo, bindir = args[:3]
     points = args[3] if len(args) > 3 and not args[3].startswith("--") \
         else None
@@ -102,8 +111,21 @@ def main():
     p = lambda suffix: os.path.join(zoo, model + suffix)
     ref = json.load(open(p(".ref.json")))
     mlir, weights = p(".mlir"), p(".imported.safetensors")
-    run([os.path.join(bindir, "pippy-import"), p(".pt"), "--input-shapes",
-         ref["input_shapes"], "-o", mlir, "--weights", weights])
+    rename = lambda tensors: tensors  # noqa: E731
+    if torch_mlir:
+        # Float buffers the lifting cannot recognise are listed beside.
+        buffers = (open(p(".torch.mlir.buffers")).read().split()
+                   if os.path.exists(p(".torch.mlir.buffers")) else [])
+        lift = f"weights={weights}" + (f" buffers={','.join(buffers)}"
+                                       if buffers else "")
+        run([os.path.join(bindir, "pippy-opt"), p(".torch.mlir"),
+             f"--pippy-lift-params={lift}", "-o", mlir])
+        names = json.load(open(p(".torch.mlir.names.json")))
+        rename = lambda tensors: {names.get(k, k): v  # noqa: E731
+                                  for k, v in tensors.items()}
+    else:
+        run([os.path.join(bindir, "pippy-import"), p(".pt"), "--input-shapes",
+             ref["input_shapes"], "-o", mlir, "--weights", weights])
     if points:
         pipe = p(".pipe.mlir")
         passes = ([f"--pippy-split={points}"] if points.startswith("stages=")
@@ -135,8 +157,8 @@ def main():
          "--metrics", p(".metrics.json"), "--save-grads",
          p(".pippy-grads.safetensors"), "--save-weights",
          p(".pippy-final.safetensors")] + extra)
-    ok &= compare_tensors("grads", load_grads(p(".pippy-grads.safetensors"),
-                                              nproc),
+    ok &= compare_tensors("grads", rename(load_grads(
+                              p(".pippy-grads.safetensors"), nproc)),
                           st.load(p(".grads.safetensors"))[0])
     losses = [s["loss"] for s in json.load(open(p(".metrics.json")))["steps"]]
     worst = max(abs(a - b) / abs(b) for a, b in zip(losses, ref["losses"]))
@@ -145,7 +167,8 @@ def main():
           f"({', '.join(f'{l:.6f}' for l in losses)}; reference "
           f"{', '.join(f'{l:.6f}' for l in ref['losses'])})")
     ok &= same
-    ok &= compare_tensors("weights", st.load(p(".pippy-final.safetensors"))[0],
+    ok &= compare_tensors("weights",
+                          rename(st.load(p(".pippy-final.safetensors"))[0]),
                           st.load(p(".final.safetensors"))[0])
     return 0 if ok else 1
 

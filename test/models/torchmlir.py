@@ -1,0 +1,167 @@
+"""Writes a model in Torch-MLIR's text format, as its FX importer prints a
+frozen program (`torch_mlir.fx.export_and_import`): one `func.func @main`
+of `torch.aten.*` ops at value semantics, every weight a
+`torch.vtensor.literal(dense_resource<torch_tensor_<shape>_<dtype>>)`
+whose bytes sit in the file's `dialect_resources` section, Python numbers
+and lists as `torch.constant.*` and `torch.prim.ListConstruct` ops.
+
+A model's forward is written once against a backend `A` whose methods are
+ATen ops. `TorchBackend` calls `torch.ops.aten` (what the nn.Module runs,
+and what the reference numbers come from); `Emitter` runs the same calls
+and prints each as an op. So the IR and the reference are one computation.
+"""
+import json
+import math
+
+import torch
+
+_DTYPES = {torch.float32: "f32", torch.int64: "si64", torch.bool: "i1"}
+# torch.dtype as Torch-MLIR writes it: an int (c10::ScalarType).
+SCALAR_TYPE = {torch.float32: 6, torch.int64: 4, torch.bool: 11}
+
+
+class TorchBackend:
+    """ATen ops on tensors."""
+
+    def call(self, op, args):
+        name, _, overload = op.partition(".")
+        fn = getattr(torch.ops.aten, name)
+        fn = getattr(fn, overload or "default")
+        # Torch-MLIR lists every schema argument in order; keyword-only ones
+        # go by name.
+        schema = fn._schema.arguments
+        pos = [a for a, s in zip(args, schema) if not s.kwarg_only]
+        kw = {s.name: a for a, s in zip(args, schema) if s.kwarg_only}
+        return fn(*pos, **kw)
+
+    def param(self, t):
+        return t
+
+
+def _vtensor(t):
+    return "!torch.vtensor<[%s],%s>" % (",".join(str(d) for d in t.shape),
+                                        _DTYPES[t.dtype])
+
+
+class Value:
+    def __init__(self, name, tensor):
+        self.name, self.tensor = name, tensor
+
+
+class Emitter:
+    """Runs ATen ops through TorchBackend and prints each one."""
+
+    def __init__(self):
+        self.lines = []
+        self.resources = {}  # key -> hex blob
+        self.keys = {}  # id(tensor) -> resource key
+        self.consts = {}  # (type, value) -> ssa name
+        self.count = 0
+        self.torch = TorchBackend()
+
+    def _fresh(self, prefix=""):
+        self.count += 1
+        return "%%%s%d" % (prefix, self.count)
+
+    def arg(self, tensor, i):
+        return Value("%%arg%d" % i, tensor)
+
+    def param(self, t):
+        """A weight: one literal per use, one resource per tensor."""
+        key = self.keys.get(id(t))
+        if key is None:
+            base = "torch_tensor_%s_%s" % ("_".join(str(d) for d in t.shape),
+                                           t.dtype)
+            key, n = base, 0
+            while key in self.resources:
+                n += 1
+                key = "%s_%d" % (base, n)
+            data = t.detach().contiguous().numpy().tobytes()
+            self.resources[key] = "0x04000000" + data.hex().upper()
+            self.keys[id(t)] = key
+        name = self._fresh()
+        self.lines.append(
+            "%s = torch.vtensor.literal(dense_resource<%s> : tensor<%sx%s>) : %s"
+            % (name, key, "x".join(str(d) for d in t.shape), _DTYPES[t.dtype],
+               _vtensor(t)))
+        return Value(name, t.detach())
+
+    def _const(self, v):
+        if isinstance(v, Value):
+            return v.name, _vtensor(v.tensor)
+        if isinstance(v, torch.dtype):
+            v = SCALAR_TYPE[v]
+        if v is None:
+            kind, text, name = "!torch.none", "torch.constant.none", "none"
+        elif isinstance(v, bool):
+            kind, text = "!torch.bool", "torch.constant.bool %s" % str(v).lower()
+            name = str(v).lower()
+        elif isinstance(v, int):
+            kind, text, name = "!torch.int", "torch.constant.int %d" % v, "int"
+        elif isinstance(v, float):
+            # Round-trips exactly; -inf as MLIR's hexadecimal float.
+            lit = ("0xFFF0000000000000" if v == -math.inf else "%.17e" % v)
+            kind, text, name = "!torch.float", "torch.constant.float " + lit, "float"
+        elif isinstance(v, str):
+            kind, text, name = "!torch.str", 'torch.constant.str "%s"' % v, "str"
+        elif isinstance(v, list):
+            parts = [self._const(e) for e in v]
+            ssa = self._fresh("list")
+            elem = parts[0][1] if parts else "!torch.int"
+            self.lines.append("%s = torch.prim.ListConstruct %s : (%s) -> !torch.list<%s>"
+                              % (ssa, ", ".join(p[0] for p in parts),
+                                 ", ".join(p[1] for p in parts), elem[len("!torch."):]))
+            return ssa, "!torch.list<%s>" % elem[len("!torch."):]
+        else:
+            raise TypeError(v)
+        key = (kind, repr(v))
+        if key not in self.consts:
+            # Torch-MLIR's names: %int-1, %false, %none, %float3, ...
+            ssa = ("%" + name + (str(v) if kind == "!torch.int" else "")
+                   if kind in ("!torch.int", "!torch.bool", "!torch.none")
+                   else self._fresh(name))
+            self.lines.append("%s = %s" % (ssa, text))
+            self.consts[key] = ssa
+        return self.consts[key], kind
+
+    def call(self, op, args):
+        operands = [self._const(a) for a in args]
+        out = self.torch.call(op, [a.tensor if isinstance(a, Value) else a
+                                   for a in args])
+        outs = out if isinstance(out, tuple) else (out,)
+        name = self._fresh()
+        results = "%s:%d" % (name, len(outs)) if len(outs) > 1 else name
+        self.lines.append("%s = torch.aten.%s %s : %s -> %s" % (
+            results, op, ", ".join(o[0] for o in operands),
+            ", ".join(o[1] for o in operands),
+            ", ".join(_vtensor(t) for t in outs)))
+        if len(outs) == 1:
+            return Value(name, out)
+        return tuple(Value("%s#%d" % (name, i), t) for i, t in enumerate(outs))
+
+    def text(self, inputs, result):
+        args = ", ".join("%s: %s" % (v.name, _vtensor(v.tensor)) for v in inputs)
+        body = "\n".join("    " + line for line in self.lines)
+        blobs = ",\n".join('      %s: "%s"' % kv for kv in self.resources.items())
+        return ("module {\n  func.func @main(%s) -> %s {\n%s\n    return %s : %s\n"
+                "  }\n}\n\n{-#\n  dialect_resources: {\n    builtin: {\n%s\n    }\n"
+                "  }\n#-}\n" % (args, _vtensor(result.tensor), body, result.name,
+                                _vtensor(result.tensor), blobs))
+
+
+def write(path, forward, params, example_inputs, names):
+    """Prints `forward(Emitter, params, *inputs)` as Torch-MLIR text to path,
+    and beside it (path + ".names.json") the resource key of every
+    parameter mapped to its name in `names` ({id(tensor): name}). Returns
+    {id(tensor): resource key}."""
+    e = Emitter()
+    inputs = [e.arg(t, i) for i, t in enumerate(example_inputs)]
+    with torch.no_grad():
+        out = forward(e, params, *inputs)
+    with open(path, "w") as f:
+        f.write(e.text(inputs, out))
+    with open(path + ".names.json", "w") as f:
+        json.dump({key: names[i] for i, key in e.keys.items()}, f, indent=1,
+                  sort_keys=True)
+        f.write("\n")
+    return e.keys
