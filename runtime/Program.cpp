@@ -7,6 +7,8 @@
 
 #include "pippy/Runtime/Program.h"
 
+#include "Prims.h"
+
 #include "pippy/Analysis/GraphIR.h"
 #include "pippy/Dialect/Pippy/PippyDialect.h"
 #include "pippy/Dialect/Torch/TorchDialect.h"
@@ -479,9 +481,13 @@ Program Program::compile(Block &body, const std::string &name) {
       inst.kind = Kind::BuildTuple;
     } else if (isa<td::PrimTupleUnpackOp, td::PrimListUnpackOp>(op)) {
       inst.kind = Kind::Unpack;
-    } else if (td::isDefaultFormatOp(op)) {
-      std::optional<::pippy::AtenOpName> name =
-          ::pippy::parseTorchOpName(op->getName().getStringRef());
+    } else if (td::isDefaultFormatOp(op) ||
+               (isa<td::OperatorOp>(op) && op->getNumRegions() == 0)) {
+      // Torch-MLIR writes an operator its build does not know as
+      // `torch.operator "torch.aten.name"`.
+      auto generic = dyn_cast<td::OperatorOp>(op);
+      std::optional<::pippy::AtenOpName> name = ::pippy::parseTorchOpName(
+          generic ? generic.getName() : op->getName().getStringRef());
       if (!name)
         throw RuntimeError(describe(op) + ": not an operator name");
       c10::OperatorName opName(name->qualifiedName(), name->overload);
@@ -494,6 +500,10 @@ Program Program::compile(Block &body, const std::string &name) {
         inst.kind = Kind::Operator;
         inst.operation = jitOp->getOperation();
         schema = &jitOp->schema();
+      } else if (const auto *prim = ::pippy::rt::findPrimsOperator(opName)) {
+        inst.kind = Kind::Operator;
+        inst.operation = prim->operation;
+        schema = &prim->schema;
       } else {
         throw RuntimeError(describe(op) + ": libtorch 1.13 has no operator " +
                            name->str());

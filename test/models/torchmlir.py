@@ -15,24 +15,78 @@ import math
 
 import torch
 
-_DTYPES = {torch.float32: "f32", torch.int64: "si64", torch.bool: "i1"}
+_DTYPES = {torch.float32: "f32", torch.float64: "f64", torch.int64: "si64",
+           torch.bool: "i1"}
 # torch.dtype as Torch-MLIR writes it: an int (c10::ScalarType).
-SCALAR_TYPE = {torch.float32: 6, torch.int64: 4, torch.bool: 11}
+SCALAR_TYPE = {torch.float32: 6, torch.float64: 7, torch.int64: 4, torch.bool: 11}
+
+
+def _prims_reference():
+    """What each `prims.<name>` computes, as differentiable PyTorch calls:
+    PyTorch's own ATen implementation of the prim where torch._prims has
+    one, else the ATen op it names. `collapse` merges dims start..end with
+    end included, as in Torch-MLIR's text (`prims.collapse %x, 1, 3` of a
+    [1,8,2,2,2,2] tensor is [1,32,2,2]; torch 1.13's collapse_view excluded
+    end)."""
+    import torch._prims as P
+    return {
+        "convert_element_type": lambda a, dtype: a.to(dtype),
+        "collapse": lambda a, start, end: a.flatten(start, end),
+        "split_dim": P._split_dim_aten,
+        "squeeze": P._squeeze_aten,
+        "view_of": P._view_of_aten,
+        "broadcast_in_dim": P._broadcast_in_dim_aten,
+        "sum": lambda inp, dims, dtype: torch.sum(inp, dims, dtype=dtype),
+        "var": lambda inp, dims, correction, dtype: torch.var(
+            inp, dims, correction=int(correction)).to(dtype or inp.dtype),
+        "sqrt": torch.sqrt,
+        "rsqrt": torch.rsqrt,
+        "iota": lambda length, start, step, dtype, device, requires_grad:
+            torch.arange(start, start + length * step, step, dtype=dtype,
+                         device=device).requires_grad_(requires_grad),
+    }
+
+
+# Prims torch 1.13 runs (forward only) with the operands Torch-MLIR gives:
+# the generator checks the references above against them.
+_PRIMS_CHECKED = ("convert_element_type", "split_dim", "squeeze", "view_of",
+                  "broadcast_in_dim", "sum", "sqrt", "rsqrt")
+
+
+def _call(fn, args):
+    """Calls an operator overload with every schema argument in order, as
+    Torch-MLIR lists them; keyword-only ones go by name."""
+    schema = fn._schema.arguments
+    pos = [a for a, s in zip(args, schema) if not s.kwarg_only]
+    kw = {s.name: a for a, s in zip(args, schema) if s.kwarg_only}
+    return fn(*pos, **kw)
 
 
 class TorchBackend:
-    """ATen ops on tensors."""
+    """ATen ops (and prims, see _prims_reference) on tensors. With check,
+    each prim in _PRIMS_CHECKED is also run by torch.ops.prims and must give
+    the same tensor."""
+
+    prims = None
+
+    def __init__(self, check=False):
+        self.check = check
 
     def call(self, op, args):
+        if op.startswith("prims."):
+            name = op[len("prims."):]
+            if TorchBackend.prims is None:
+                TorchBackend.prims = _prims_reference()
+            out = TorchBackend.prims[name](*args)
+            if self.check and name in _PRIMS_CHECKED:
+                with torch.no_grad():
+                    own = _call(getattr(torch.ops.prims, name).default, args)
+                assert own.shape == out.shape and own.dtype == out.dtype \
+                    and torch.equal(own, out), name
+            return out
         name, _, overload = op.partition(".")
-        fn = getattr(torch.ops.aten, name)
-        fn = getattr(fn, overload or "default")
-        # Torch-MLIR lists every schema argument in order; keyword-only ones
-        # go by name.
-        schema = fn._schema.arguments
-        pos = [a for a, s in zip(args, schema) if not s.kwarg_only]
-        kw = {s.name: a for a, s in zip(args, schema) if s.kwarg_only}
-        return fn(*pos, **kw)
+        return _call(getattr(getattr(torch.ops.aten, name), overload or "default"),
+                     args)
 
     def param(self, t):
         return t
@@ -57,7 +111,7 @@ class Emitter:
         self.keys = {}  # id(tensor) -> resource key
         self.consts = {}  # (type, value) -> ssa name
         self.count = 0
-        self.torch = TorchBackend()
+        self.torch = TorchBackend(check=True)
 
     def _fresh(self, prefix=""):
         self.count += 1
@@ -91,6 +145,12 @@ class Emitter:
             return v.name, _vtensor(v.tensor)
         if isinstance(v, torch.dtype):
             v = SCALAR_TYPE[v]
+        if isinstance(v, torch.device):
+            key = ("!torch.Device", str(v))
+            if key not in self.consts:
+                self.consts[key] = "%cpu"
+                self.lines.append('%%cpu = torch.constant.device "%s"' % v)
+            return self.consts[key], "!torch.Device"
         if v is None:
             kind, text, name = "!torch.none", "torch.constant.none", "none"
         elif isinstance(v, bool):
@@ -131,8 +191,9 @@ class Emitter:
         outs = out if isinstance(out, tuple) else (out,)
         name = self._fresh()
         results = "%s:%d" % (name, len(outs)) if len(outs) > 1 else name
-        self.lines.append("%s = torch.aten.%s %s : %s -> %s" % (
-            results, op, ", ".join(o[0] for o in operands),
+        namespace = "" if op.startswith("prims.") else "aten."
+        self.lines.append("%s = torch.%s%s %s : %s -> %s" % (
+            results, namespace, op, ", ".join(o[0] for o in operands),
             ", ".join(o[1] for o in operands),
             ", ".join(_vtensor(t) for t in outs)))
         if len(outs) == 1:
