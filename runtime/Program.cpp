@@ -7,7 +7,7 @@
 
 #include "pippy/Runtime/Program.h"
 
-#include "Prims.h"
+#include "ExtraOps.h"
 
 #include "pippy/Analysis/GraphIR.h"
 #include "pippy/Dialect/Pippy/PippyDialect.h"
@@ -500,10 +500,11 @@ Program Program::compile(Block &body, const std::string &name) {
         inst.kind = Kind::Operator;
         inst.operation = jitOp->getOperation();
         schema = &jitOp->schema();
-      } else if (const auto *prim = ::pippy::rt::findPrimsOperator(opName)) {
+      } else if (const auto *extra = ::pippy::rt::findExtraOperator(
+                     opName, op->getNumOperands())) {
         inst.kind = Kind::Operator;
-        inst.operation = prim->operation;
-        schema = &prim->schema;
+        inst.operation = extra->operation;
+        schema = &extra->schema;
       } else {
         throw RuntimeError(describe(op) + ": libtorch 1.13 has no operator " +
                            name->str());

@@ -23,7 +23,7 @@ import st  # noqa: E402
 
 MODELS = ["mlp", "resnet", "gpt", "unet", "transformer", "lstm", "embbag", "twoio",
           "params", "sharedbuf", "viewmut", "datadep", "fnet", "mlp64", "nestedout", "tiedconv", "intscale",
-          "tmgpt", "tmcnn", "tmprims"]
+          "tmgpt", "tmcnn", "tmprims", "tmattn"]
 SUFFIXES = [".pt", ".data.safetensors", ".weights.safetensors",
             ".ref.safetensors", ".grads.safetensors", ".final.safetensors",
             ".ref.json"]

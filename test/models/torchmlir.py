@@ -47,6 +47,52 @@ def _prims_reference():
     }
 
 
+def _sdpa(q, k, v, mask, dropout_p, is_causal, scale=None, enable_gqa=False):
+    """scaled_dot_product_attention as PyTorch documents it (dropout 0)."""
+    assert dropout_p == 0.0
+    if enable_gqa and k.size(-3) != q.size(-3):
+        k = k.repeat_interleave(q.size(-3) // k.size(-3), -3)
+        v = v.repeat_interleave(q.size(-3) // v.size(-3), -3)
+    scale = 1.0 / math.sqrt(q.size(-1)) if scale is None else scale
+    scores = q @ k.transpose(-2, -1) * scale
+    if is_causal:
+        keep = torch.ones(q.size(-2), k.size(-2), dtype=torch.bool).tril()
+        scores = scores.masked_fill(~keep, -math.inf)
+    if mask is not None:
+        scores = (scores.masked_fill(~mask, -math.inf) if mask.dtype == torch.bool
+                  else scores + mask)
+    return torch.softmax(scores, -1) @ v
+
+
+def _rms_norm(x, shape, weight=None, eps=None):
+    eps = torch.finfo(x.dtype).eps if eps is None else eps
+    dims = list(range(x.dim() - len(shape), x.dim()))
+    out = x * torch.rsqrt(x.pow(2).mean(dims, keepdim=True) + eps)
+    return out if weight is None else out * weight
+
+
+def _safe_softmax(x, dim, dtype=None):
+    out = torch.softmax(x, dim, dtype=dtype)
+    return out.masked_fill((x == -math.inf).all(dim, keepdim=True), 0)
+
+
+# ATen operators newer than torch 1.13 (torch.export writes them), as
+# PyTorch documents them.
+NEWER_ATEN = {
+    "scaled_dot_product_attention": _sdpa,
+    "_native_batch_norm_legit_no_training":
+        lambda x, w, b, mean, var, momentum, eps:
+            torch.ops.aten.native_batch_norm(x, w, b, mean, var, False, momentum, eps),
+    "rms_norm": _rms_norm,
+    "_safe_softmax": _safe_softmax,
+    "_unsafe_index.Tensor": lambda x, indices: torch.ops.aten.index.Tensor(x, indices),
+}
+
+
+class OptionalTensors(list):
+    """A Tensor?[] operand (`!torch.list<optional<vtensor>>`)."""
+
+
 # Prims torch 1.13 runs (forward only) with the operands Torch-MLIR gives:
 # the generator checks the references above against them.
 _PRIMS_CHECKED = ("convert_element_type", "split_dim", "squeeze", "view_of",
@@ -84,6 +130,8 @@ class TorchBackend:
                 assert own.shape == out.shape and own.dtype == out.dtype \
                     and torch.equal(own, out), name
             return out
+        if op in NEWER_ATEN:
+            return NEWER_ATEN[op](*args)
         name, _, overload = op.partition(".")
         return _call(getattr(getattr(torch.ops.aten, name), overload or "default"),
                      args)
@@ -131,7 +179,9 @@ class Emitter:
                 n += 1
                 key = "%s_%d" % (base, n)
             data = t.detach().contiguous().numpy().tobytes()
-            self.resources[key] = "0x04000000" + data.hex().upper()
+            # The blob's first 4 bytes: its alignment, the element size.
+            align = t.element_size().to_bytes(4, "little").hex().upper()
+            self.resources[key] = "0x" + align + data.hex().upper()
             self.keys[id(t)] = key
         name = self._fresh()
         self.lines.append(
@@ -168,6 +218,10 @@ class Emitter:
             parts = [self._const(e) for e in v]
             ssa = self._fresh("list")
             elem = parts[0][1] if parts else "!torch.int"
+            if isinstance(v, OptionalTensors):
+                elem = "!torch.optional<vtensor>"
+            elif elem.startswith("!torch.vtensor"):
+                elem = "!torch.vtensor"
             self.lines.append("%s = torch.prim.ListConstruct %s : (%s) -> !torch.list<%s>"
                               % (ssa, ", ".join(p[0] for p in parts),
                                  ", ".join(p[1] for p in parts), elem[len("!torch."):]))
@@ -186,8 +240,14 @@ class Emitter:
 
     def call(self, op, args):
         operands = [self._const(a) for a in args]
-        out = self.torch.call(op, [a.tensor if isinstance(a, Value) else a
-                                   for a in args])
+
+        def value(a):
+            if isinstance(a, Value):
+                return a.tensor
+            if isinstance(a, list):
+                return type(a)(value(e) for e in a)
+            return a
+        out = self.torch.call(op, [value(a) for a in args])
         outs = out if isinstance(out, tuple) else (out,)
         name = self._fresh()
         results = "%s:%d" % (name, len(outs)) if len(outs) > 1 else name

@@ -1,0 +1,34 @@
+//===- ExtraOps.h - operators libtorch 1.13 lacks, on ATen ------*- C++ -*-===//
+//
+// Torch-MLIR's text can hold operators that libtorch 1.13's C++ dispatcher
+// does not have: PyTorch's prims (`torch.prims.convert_element_type`,
+// `prims.var`, `prims.collapse`, ..., which decompositions emit; 1.13
+// registers them only from Python), and ATen operators added after 1.13
+// that `torch.export` writes (`scaled_dot_product_attention`,
+// `_native_batch_norm_legit_no_training`, `rms_norm`, `_safe_softmax`,
+// `_unsafe_index`). The interpreter runs them here, each as ATen calls that
+// autograd differentiates.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PIPPY_RUNTIME_EXTRAOPS_H
+#define PIPPY_RUNTIME_EXTRAOPS_H
+
+#include <ATen/core/function_schema.h>
+#include <torch/csrc/jit/runtime/operator.h>
+
+namespace pippy::rt {
+
+struct ExtraOperator {
+  c10::FunctionSchema schema;
+  torch::jit::Operation operation;
+};
+
+/// The operator `name` (`prims::var`, `aten::_unsafe_index.Tensor`) taking
+/// `numOperands` arguments, if pippy has it.
+const ExtraOperator *findExtraOperator(const c10::OperatorName &name,
+                                       size_t numOperands);
+
+} // namespace pippy::rt
+
+#endif // PIPPY_RUNTIME_EXTRAOPS_H
