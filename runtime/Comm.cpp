@@ -59,12 +59,32 @@ std::string failedRanks(const std::string &path) {
   return "";
 }
 
+/// The same bytes as a dtype Gloo's collectives take: Gloo has no bool,
+/// bfloat16 or complex broadcast, but moving their bytes as uint8, float16 or
+/// (real, imaginary) pairs gives the same tensor.
+at::Tensor glooBytes(const at::Tensor &tensor) {
+  switch (tensor.scalar_type()) {
+  case at::kBool:
+    return tensor.view(at::kByte);
+  case at::kBFloat16:
+    return tensor.view(at::kHalf);
+  case at::kComplexFloat:
+  case at::kComplexDouble:
+    return at::view_as_real(tensor);
+  default:
+    return tensor;
+  }
+}
+
 class GlooHandle : public CommHandle {
 public:
+  /// `result`, when given, receives `tensor` once the operation is done
+  /// (a bfloat16 sum computed in float32).
   GlooHandle(c10::intrusive_ptr<c10d::Work> work, at::Tensor tensor,
-             std::string what, int peer, const Rendezvous &rdzv)
+             std::string what, int peer, const Rendezvous &rdzv,
+             at::Tensor result = at::Tensor())
       : work(std::move(work)), tensor(std::move(tensor)), what(std::move(what)),
-        peer(peer), rdzv(rdzv) {}
+        peer(peer), rdzv(rdzv), result(std::move(result)) {}
 
   void wait() override {
     if (!work)
@@ -94,6 +114,8 @@ public:
       throw CommError(msg);
     }
     work.reset();
+    if (result.defined())
+      result.copy_(tensor);
   }
 
 private:
@@ -102,6 +124,7 @@ private:
   std::string what;
   int peer;
   const Rendezvous &rdzv;
+  at::Tensor result;
 };
 
 class GlooCommunicator : public Communicator {
@@ -153,15 +176,22 @@ public:
   }
   CommHandlePtr allReduceSum(const at::Tensor &tensor,
                              const std::string &what) override {
-    std::vector<at::Tensor> tensors{tensor};
-    return wrap(group->allreduce(tensors), tensor, what, -1);
+    if (tensor.scalar_type() == at::kBFloat16) {
+      // Gloo cannot add bfloat16: the sum is taken in float32 and rounded
+      // once (for two addends, bfloat16's own correctly rounded sum).
+      std::vector<at::Tensor> tensors{tensor.to(at::kFloat)};
+      return std::make_shared<GlooHandle>(group->allreduce(tensors), tensors[0],
+                                          what, -1, rdzv, tensor);
+    }
+    std::vector<at::Tensor> tensors{glooBytes(tensor)};
+    return wrap(group->allreduce(tensors), tensors[0], what, -1);
   }
   CommHandlePtr broadcast(const at::Tensor &tensor, int root,
                           const std::string &what) override {
-    std::vector<at::Tensor> tensors{tensor};
+    std::vector<at::Tensor> tensors{glooBytes(tensor)};
     c10d::BroadcastOptions options;
     options.rootRank = root;
-    return wrap(group->broadcast(tensors, options), tensor, what, -1);
+    return wrap(group->broadcast(tensors, options), tensors[0], what, -1);
   }
   void barrier(const std::string &what) override {
     wrap(group->barrier(), at::Tensor(), what, -1)->wait();

@@ -22,8 +22,14 @@ import common  # noqa: E402
 import st  # noqa: E402
 
 MODELS = ["mlp", "resnet", "gpt", "unet", "transformer", "lstm", "embbag", "twoio",
-          "params", "sharedbuf", "viewmut", "datadep", "fnet", "mlp64", "nestedout", "tiedconv", "intscale",
+          "params", "sharedbuf", "viewmut", "datadep", "fnet", "mlp64", "nestedout", "tiedconv", "intscale", "tiedtypes",
           "tmgpt", "tmcnn", "tmprims", "tmattn"]
+# Models whose traced module rounds differently from the eager model the
+# references come from; their retraining through the .pt is compared to
+# 1e-6 relative instead of bit for bit. datadep reads sizes into Python
+# numbers (`nonzero(...).shape[0] * 0.01`), which the trace records as
+# tensor arithmetic.
+TRACE_INEXACT = {"datadep"}
 SUFFIXES = [".pt", ".data.safetensors", ".weights.safetensors",
             ".ref.safetensors", ".grads.safetensors", ".final.safetensors",
             ".ref.json"]
@@ -130,7 +136,7 @@ def check_model(out, name, kinds_out):
         assert torch.equal(t.detach(), w0[first]), "%s: .pt %s differs" % (name, n)
     with torch.no_grad():
         o = ts(*xs0)
-    outs = o if isinstance(o, tuple) else (o,)
+    outs = common._as_tuple(o)  # nested tuples flattened, as pippy does
     okeys = ["output"] if len(outs) == 1 else ["output.%d" % i for i in range(len(outs))]
     assert sorted(refout) == sorted(okeys)
     for k, t in zip(okeys, outs):
@@ -140,6 +146,11 @@ def check_model(out, name, kinds_out):
     assert ref["output_shapes"] == ",".join(common.mlir_shape(t) for t in outs)
 
     # retrain through the TorchScript module, compare losses/grads/final
+    def same(a, b):
+        if name not in TRACE_INEXACT:
+            return torch.equal(a, b)
+        scale = b.abs().max().item() if b.numel() else 0.0
+        return (a - b).abs().max().item() <= 1e-6 * scale if b.numel() else True
     ts.train()
     opt = torch.optim.SGD(ts.parameters(), lr=lr)
     losses = []
@@ -149,22 +160,23 @@ def check_model(out, name, kinds_out):
         total = 0.0
         for m in range(M):
             sl = slice(m * mb, (m + 1) * mb)
-            l = common.compute_loss(ref["loss"], ts(*[x[sl] for x in xs]), ys[sl]) / M
-            l.backward()
-            total = total + l.detach()
-        losses.append(float(total))
+            lm = common.compute_loss(ref["loss"], ts(*[x[sl] for x in xs]), ys[sl])
+            (lm / M).backward()
+            total = total + float(lm) / M
+        losses.append(total)
         if k == 0:
             for n, p in ts.named_parameters():
                 g = p.grad if p.grad is not None else torch.zeros_like(p)
-                if n in grads and not torch.equal(g, grads[n]):
+                if n in grads and not same(g, grads[n]):
                     fail("%s: grad %s differs (max abs %g)"
                          % (name, n, (g - grads[n]).abs().max()))
         opt.step()
-    if losses != ref["losses"]:
+    if not all(same(torch.tensor(a), torch.tensor(b))
+               for a, b in zip(losses, ref["losses"])):
         fail("%s: losses %s != ref %s" % (name, losses, ref["losses"]))
     for n, p in ts.named_parameters():
         if n in final:
-            assert torch.equal(p.detach(), final[n]), "%s: final %s differs" % (name, n)
+            assert same(p.detach(), final[n]), "%s: final %s differs" % (name, n)
 
     # one SGD step along the recorded gradient lowers the step-0 batch loss
     w1 = {n: (w0[n] - lr * grads[n]) if n in grads else w0[n] for n in w0}

@@ -183,10 +183,12 @@ def generate(name, model, example_inputs, data_inputs, targets, loss, out_dir,
         for m in range(microbatches):
             sl = slice(m * mb, (m + 1) * mb)
             out = model(*[x[sl] for x in xs])
-            l = compute_loss(loss, out, ys[sl]) / microbatches
-            l.backward()
-            total = total + l.detach()
-        losses.append(float(total))
+            lm = compute_loss(loss, out, ys[sl])
+            (lm / microbatches).backward()
+            # The step loss is summed in double, as pippy-run reports it
+            # (in bfloat16 the sum itself would round).
+            total = total + float(lm) / microbatches
+        losses.append(total)
         if k == 0:
             grads = {}
             for n, p in model.named_parameters():
