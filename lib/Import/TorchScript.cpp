@@ -521,6 +521,31 @@ private:
     return false;
   }
 
+  /// The overload of `node`'s operator that takes its arguments except the
+  /// out argument `outIndex`, writes into none, and returns as many values.
+  const c10::FunctionSchema *functionalOverload(jit::Node *node,
+                                                size_t outIndex) {
+    const c10::FunctionSchema &own = node->schema();
+    for (const auto &op : jit::getAllOperatorsFor(node->kind())) {
+      const c10::FunctionSchema &other = op->schema();
+      if (other.is_mutable() ||
+          other.arguments().size() + 1 != own.arguments().size() ||
+          other.returns().size() != own.returns().size())
+        continue;
+      bool match = true;
+      for (size_t a = 0, b = 0; a < own.arguments().size() && match; ++a) {
+        if (a == outIndex)
+          continue;
+        const c10::Argument &mine = own.arguments()[a];
+        const c10::Argument &theirs = other.arguments()[b++];
+        match = mine.name() == theirs.name() && *mine.type() == *theirs.type();
+      }
+      if (match)
+        return &other;
+    }
+    return nullptr;
+  }
+
   /// The 0-d constants TorchScript runs as numbers, made wrapped numbers.
   void wrapNumbers(jit::Node *node, jit::Stack &stack) {
     for (size_t i = 0; i < stack.size(); ++i)
@@ -818,8 +843,37 @@ private:
       name.pop_back();
     }
 
+    // An `out=` op writes its result into its out arguments: it becomes
+    // its functional overload, and the out tensor holds the result.
+    std::vector<size_t> outArgs;
+    if (!inPlace) {
+      const auto &args = schema.arguments();
+      for (size_t i = 0; i < args.size(); ++i)
+        if (args[i].alias_info() && args[i].alias_info()->isWrite())
+          outArgs.push_back(i);
+    }
+    if (!outArgs.empty()) {
+      if (outArgs.size() != 1)
+        fail(describe(node) + " writes into " +
+             std::to_string(outArgs.size()) +
+             " of its arguments; pippy-import takes ops that write into one");
+      written = node->inputs()[outArgs[0]];
+      if (attrPaths.count(written))
+        failWriteTo(node, canonicalName(attrPaths[written]), "", "out= op ");
+      checkNotParameterMemory(node, written);
+      const c10::FunctionSchema *functional =
+          functionalOverload(node, outArgs[0]);
+      if (!functional)
+        fail(describe(node) + " writes its result into an existing tensor "
+                              "(out=), and its operator has no functional "
+                              "overload with the other arguments");
+      overload = functional->overload_name();
+    }
+
     SmallVector<Value> operands;
     for (auto [i, input] : llvm::enumerate(node->inputs())) {
+      if (!outArgs.empty() && i == outArgs[0])
+        continue;
       if (isNumberOperand(node, i)) {
         // A fresh literal marked for the runtime, as execute() ran it.
         Value literal =
@@ -1158,13 +1212,14 @@ private:
   /// Parameters and buffers are read-only: a stage program is a function of
   /// them, the same for every micro-batch.
   [[noreturn]] void failWriteTo(jit::Node *node, const std::string &name,
-                                const std::string &how) {
+                                const std::string &how,
+                                const std::string &kind = "in-place op ") {
     bool buffer = llvm::is_contained(buffers, name);
-    fail("in-place op " + describe(node) + " writes to " +
+    fail(kind + describe(node) + " writes to " +
          (buffer ? "buffer '" : "parameter '") + name + "'" + how +
          (buffer ? "; buffers are read-only (a BatchNorm in training mode "
-                   "updates its running statistics: export the model in "
-                   "eval mode)"
+                   "updates its running statistics, spectral_norm its "
+                   "power-iteration vectors: export the model in eval mode)"
                  : ""));
   }
 

@@ -5,6 +5,8 @@
   scripted_if.pt scripted control flow that cannot be inlined
   inplace_buf.pt writes to a buffer in place
   inplace_bufview.pt writes to a buffer in place through a slice of it
+  out_buf.pt writes to a buffer through an out= op
+  out_act.pt writes results into fresh tensors through out= ops
   chunk_write.pt writes into a chunk's piece, then reads the chunked tensor
   int_div.pt     divides by an integer input (zeros would fail)
   int_offset.pt  looks up an embedding at an integer input minus one
@@ -101,6 +103,33 @@ class CountRamp(nn.Module):
         return x * torch.arange(n, dtype=x.dtype).sum()
 
 
+class OutBuffer(nn.Module):
+    """spectral_norm-style: an out= op writes into a buffer."""
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.register_buffer("u", torch.ones(4))
+
+    def forward(self, x):
+        with torch.no_grad():
+            torch.div(self.u + 1.0, 1.5, out=self.u)
+        return self.fc(x) * self.u
+
+
+class OutActivation(nn.Module):
+    """out= ops into fresh tensors, then read."""
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        tmp = torch.empty_like(x)
+        torch.add(x, 1.0, alpha=2.0, out=tmp)
+        prod = torch.empty(2, 4)
+        torch.mul(tmp, x, out=prod)
+        return self.fc(prod) + tmp
+
+
 def main(out):
     torch.manual_seed(0)
     x = torch.randn(2, 8)
@@ -120,6 +149,10 @@ def main(out):
     torch.jit.trace(IntFar(), (torch.full((2, 3), -6, dtype=torch.long),)).save(
         f"{out}/int_far.pt")
     torch.jit.script(CountRamp()).save(f"{out}/count_ramp.pt")
+    torch.jit.trace(OutBuffer(), (torch.randn(2, 4),),
+                    check_trace=False).save(f"{out}/out_buf.pt")
+    torch.jit.trace(OutActivation(), (torch.randn(2, 4),)).save(
+        f"{out}/out_act.pt")
 
 
 if __name__ == "__main__":
