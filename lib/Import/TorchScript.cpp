@@ -933,16 +933,27 @@ private:
       return 0;
     if (kind != "aten::index" || inputs.size() < 2 || !inputs[1].isList())
       return std::nullopt;
-    int64_t dim = 0;
+    // Only a boolean (or uint8) mask makes the size depend on the data;
+    // integer index tensors give their own, static, shape. The indexed
+    // dimensions become one block of the result, where the first of them
+    // was when they are adjacent, else in front.
+    std::vector<int64_t> indexed;
+    bool mask = false;
+    int64_t position = 0;
     for (const c10::IValue &index : inputs[1].toListRef()) {
-      if (index.isTensor() && (index.toTensor().scalar_type() == at::kBool ||
-                               index.toTensor().scalar_type() == at::kByte))
-        return dim;
-      if (!index.isNone())
-        return 0;
-      ++dim;
+      if (!index.isNone()) {
+        indexed.push_back(position);
+        if (index.isTensor() && (index.toTensor().scalar_type() == at::kBool ||
+                                 index.toTensor().scalar_type() == at::kByte))
+          mask = true;
+      }
+      ++position;
     }
-    return std::nullopt;
+    if (!mask)
+      return std::nullopt;
+    bool adjacent = indexed.back() - indexed.front() + 1 ==
+                    static_cast<int64_t>(indexed.size());
+    return adjacent ? indexed.front() : 0;
   }
 
   const c10::IValue &shadowOf(jit::Value *v) {

@@ -7,6 +7,7 @@
   inplace_bufview.pt writes to a buffer in place through a slice of it
   out_buf.pt writes to a buffer through an out= op
   out_act.pt writes results into fresh tensors through out= ops
+  index_shapes.pt indexes with integer tensors and with a boolean mask
   chunk_write.pt writes into a chunk's piece, then reads the chunked tensor
   int_div.pt     divides by an integer input (zeros would fail)
   int_offset.pt  looks up an embedding at an integer input minus one
@@ -130,6 +131,20 @@ class OutActivation(nn.Module):
         return self.fc(prod) + tmp
 
 
+class IndexShapes(nn.Module):
+    """Integer-tensor indexing (static shape) and a boolean mask (not)."""
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("perm", torch.tensor([3, 1, 0, 2]))
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.fc(x[:, self.perm])
+        rows = h[torch.tensor([1, 0])]
+        picked = h[h > 0]
+        return rows * picked.sum()
+
+
 def main(out):
     torch.manual_seed(0)
     x = torch.randn(2, 8)
@@ -153,6 +168,8 @@ def main(out):
                     check_trace=False).save(f"{out}/out_buf.pt")
     torch.jit.trace(OutActivation(), (torch.randn(2, 4),)).save(
         f"{out}/out_act.pt")
+    torch.jit.trace(IndexShapes(), (torch.randn(2, 4),),
+                    check_trace=False).save(f"{out}/index_shapes.pt")
 
 
 if __name__ == "__main__":
