@@ -237,10 +237,18 @@ Source sourceOf(Value value, Operation *forward,
 
 TensorSpec specOfArgument(BlockArgument arg) {
   std::optional<TensorSpec> spec = getTensorSpec(arg.getType());
-  if (!spec)
-    throw RuntimeError("forward argument " +
-                       std::to_string(arg.getArgNumber()) +
-                       " must be a tensor with static sizes and a dtype");
+  if (!spec) {
+    std::string type;
+    llvm::raw_string_ostream os(type);
+    os << arg.getType();
+    throw RuntimeError(
+        "forward argument " + std::to_string(arg.getArgNumber()) + " is " +
+        type + ", but must be a tensor with static sizes and a dtype" +
+        (type.find('?') != std::string::npos
+             ? " (a ? is a dynamic size: export the model with static "
+               "shapes, the micro-batch size first)"
+             : ""));
+  }
   return *spec;
 }
 
