@@ -61,7 +61,9 @@ def forward(A, P, tok):
     return A.call("linear", [x, p("head_w"), p("head_b")])
 
 
-class TmAttn(nn.Module):
+class TmAttn(torchmlir.Model):
+    graph = staticmethod(forward)
+
     def __init__(self):
         super().__init__()
         shapes = {"emb": (V, D), "pos": (S, D), "n1_w": (D,),
@@ -78,11 +80,6 @@ class TmAttn(nn.Module):
         self.register_buffer("bn_mean", 0.1 * torch.randn(D))
         self.register_buffer("bn_var", 0.5 + torch.rand(D))
 
-    def forward(self, tok):
-        tensors = dict(self.named_parameters())
-        tensors.update(self.named_buffers())
-        return forward(torchmlir.TorchBackend(), tensors, tok)
-
 
 def build():
     common.seed()
@@ -95,13 +92,4 @@ def build():
 
 
 if __name__ == "__main__":
-    res = build()
-    common.main("tmattn", lambda: res)
-    fresh = build()[0]  # the initial weights
-    tensors = dict(fresh.named_parameters())
-    tensors.update(fresh.named_buffers())
-    path = os.path.join(sys.argv[1], "tmattn.torch.mlir")
-    keys = torchmlir.write(path, forward, tensors, res[1],
-                           {id(t): n for n, t in tensors.items()})
-    with open(path + ".buffers", "w") as f:
-        f.write(keys[id(tensors["bias"])] + "\n")
+    torchmlir.main("tmattn", build, buffers=('bias',))

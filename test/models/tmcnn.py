@@ -41,7 +41,9 @@ def forward(A, P, x):
     return A.call("linear", [h, p("head_w"), p("head_b")])
 
 
-class TmCnn(nn.Module):
+class TmCnn(torchmlir.Model):
+    graph = staticmethod(forward)
+
     def __init__(self):
         super().__init__()
         for i, cin in enumerate((3, C)):
@@ -55,11 +57,6 @@ class TmCnn(nn.Module):
         self.head_w = nn.Parameter(torch.randn(CLASSES, C) * 0.3)
         self.head_b = nn.Parameter(torch.randn(CLASSES) * 0.1)
 
-    def forward(self, x):
-        tensors = dict(self.named_parameters())
-        tensors.update(self.named_buffers())
-        return forward(torchmlir.TorchBackend(), tensors, x)
-
 
 def build():
     common.seed()
@@ -72,13 +69,4 @@ def build():
 
 
 if __name__ == "__main__":
-    res = build()
-    common.main("tmcnn", lambda: res)
-    fresh = build()[0]  # training changed res's weights: the IR holds the initial ones
-    tensors = dict(fresh.named_parameters())
-    tensors.update(fresh.named_buffers())
-    path = os.path.join(sys.argv[1], "tmcnn.torch.mlir")
-    keys = torchmlir.write(path, forward, tensors, res[1],
-                           {id(t): n for n, t in tensors.items()})
-    with open(path + ".buffers", "w") as f:
-        f.write(keys[id(tensors["scale"])] + "\n")
+    torchmlir.main("tmcnn", build, buffers=('scale',))

@@ -57,7 +57,9 @@ def forward(A, P, tok):
     return A.call("linear", [x, p("wte"), None])
 
 
-class TmGpt(nn.Module):
+class TmGpt(torchmlir.Model):
+    graph = staticmethod(forward)
+
     def __init__(self):
         super().__init__()
         shapes = {"wte": (V, D), "wpe": (S, D), "lnf_w": (D,), "lnf_b": (D,)}
@@ -76,9 +78,6 @@ class TmGpt(nn.Module):
                 init = torch.randn(shape) * (0.3 if len(shape) == 2 else 0.05)
             setattr(self, name, nn.Parameter(init))
 
-    def forward(self, tok):
-        return forward(torchmlir.TorchBackend(), dict(self.named_parameters()), tok)
-
 
 def build():
     common.seed()
@@ -91,12 +90,4 @@ def build():
 
 
 if __name__ == "__main__":
-    model, example, _, _, _ = res = build()
-    common.main("tmgpt", lambda: res)
-    params = dict(model.named_parameters())
-    # The IR holds the initial weights: write it from a fresh copy.
-    fresh = build()[0]
-    fresh_params = dict(fresh.named_parameters())
-    torchmlir.write(os.path.join(sys.argv[1], "tmgpt.torch.mlir"), forward,
-                    fresh_params, example,
-                    {id(t): n for n, t in fresh_params.items()})
+    torchmlir.main("tmgpt", build)

@@ -46,7 +46,9 @@ def forward(A, P, x):
     return A.call("linear", [s, p("w2"), p("b2")])
 
 
-class TmPrims(nn.Module):
+class TmPrims(torchmlir.Model):
+    graph = staticmethod(forward)
+
     def __init__(self):
         super().__init__()
         self.w1 = nn.Parameter(torch.randn(H, IN) * 0.3)
@@ -55,9 +57,6 @@ class TmPrims(nn.Module):
         self.pos_scale = nn.Parameter(0.1 * torch.randn(H))
         self.w2 = nn.Parameter(torch.randn(OUT, H) * 0.3)
         self.b2 = nn.Parameter(torch.randn(OUT) * 0.1)
-
-    def forward(self, x):
-        return forward(torchmlir.TorchBackend(), dict(self.named_parameters()), x)
 
 
 def build():
@@ -71,8 +70,4 @@ def build():
 
 
 if __name__ == "__main__":
-    res = build()
-    common.main("tmprims", lambda: res)
-    fresh = dict(build()[0].named_parameters())  # the initial weights
-    torchmlir.write(os.path.join(sys.argv[1], "tmprims.torch.mlir"), forward,
-                    fresh, res[1], {id(t): n for n, t in fresh.items()})
+    torchmlir.main("tmprims", build)

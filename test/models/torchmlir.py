@@ -12,8 +12,14 @@ and prints each as an op. So the IR and the reference are one computation.
 """
 import json
 import math
+import os
+import sys
 
 import torch
+import torch.nn as nn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
 
 _DTYPES = {torch.float32: "f32", torch.float64: "f64", torch.int64: "si64",
            torch.bool: "i1"}
@@ -286,3 +292,35 @@ def write(path, forward, params, example_inputs, names):
                   sort_keys=True)
         f.write("\n")
     return e.keys
+
+
+class Model(nn.Module):
+    """A zoo model whose forward is `graph(A, tensors, *inputs)` (a static
+    method of the subclass), run on TorchBackend with its parameters and
+    buffers by name."""
+
+    def tensors(self):
+        tensors = dict(self.named_parameters())
+        tensors.update(self.named_buffers())
+        return tensors
+
+    def forward(self, *inputs):
+        return type(self).graph(TorchBackend(), self.tensors(), *inputs)
+
+
+def main(name, build, buffers=()):
+    """Entry point of a Torch-MLIR zoo generator: common.main's files, then
+    NAME.torch.mlir (with NAME.torch.mlir.names.json) from a freshly built
+    model, since training changed the first one's weights, and
+    NAME.torch.mlir.buffers with the resource keys of the float `buffers`
+    (PyTorch names) lifting cannot recognise."""
+    res = build()
+    common.main(name, lambda: res)
+    fresh = build()[0]
+    tensors = fresh.tensors()
+    path = os.path.join(sys.argv[1], name + ".torch.mlir")
+    keys = write(path, type(fresh).graph, tensors, res[1],
+                 {id(t): n for n, t in tensors.items()})
+    if buffers:
+        with open(path + ".buffers", "w") as f:
+            f.write("".join(keys[id(tensors[b])] + "\n" for b in buffers))
