@@ -155,9 +155,18 @@ struct OutlineStagesPass
           return signalPassFailure();
       }
     }
+    // The pipeline's results all come from the last stage, where the loss
+    // is taken: one made earlier is sent there (as a skip connection) and
+    // passed through.
+    unsigned last = stages.size() - 1;
     for (Value v : ret.getOperands())
-      if (std::optional<unsigned> from = producerStage(v))
+      if (std::optional<unsigned> from = producerStage(v)) {
         stages[*from].results.insert(v);
+        if (*from != last) {
+          stages[last].inputs.insert(v);
+          stages[last].results.insert(v);
+        }
+      }
 
     // Results in definition order (all are results of ops in the body).
     for (StagePlan &stage : stages) {
@@ -199,15 +208,25 @@ struct OutlineStagesPass
       for (Value v : stage.inputs)
         map.map(v, block->addArgument(v.getType(), v.getLoc()));
 
-      // Copies of parameters and constants, made at first use.
+      // Copies of parameters and constants, made at first use. Parameter
+      // ops of one name (a resource Torch-MLIR reads through several
+      // literals) share one copy per stage.
+      llvm::StringMap<Value> paramCopies;
       std::function<void(Value)> copy = [&](Value v) {
         if (map.contains(v))
           return;
         Operation *def = v.getDefiningOp();
+        auto param = dyn_cast<pd::ParamOp>(def);
+        if (param)
+          if (Value existing = paramCopies.lookup(param.getName())) {
+            map.map(v, existing);
+            return;
+          }
         for (Value operand : def->getOperands())
           copy(operand);
-        inner.clone(*def, map);
-        if (auto param = dyn_cast<pd::ParamOp>(def)) {
+        Operation *clone = inner.clone(*def, map);
+        if (param) {
+          paramCopies[param.getName()] = clone->getResult(0);
           SmallVector<int64_t> &users = paramStages[param.getName()];
           if (users.empty() || users.back() != (int64_t)s)
             users.push_back(s);
@@ -231,7 +250,7 @@ struct OutlineStagesPass
       }
       SmallVector<Value> yielded;
       for (Value v : stage.results)
-        yielded.push_back(v);
+        yielded.push_back(map.lookupOrDefault(v)); // passed through: an argument
       pd::YieldOp::create(inner, stageLoc, yielded);
       for (auto [i, v] : llvm::enumerate(stage.results))
         sent[v] = stageOp.getResult(i);

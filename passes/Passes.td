@@ -116,7 +116,11 @@ def PippyOutlineStages : Pass<"pippy-outline-stages", "::mlir::func::FuncOp"> {
     that uses it, so a skip connection is an operand from a non-adjacent
     stage. Parameters and constants are copied into each stage that uses
     them; a parameter used by several stages gets a tied group listing exactly
-    those stages (each keeps a copy whose gradients are summed).
+    those stages (each keeps a copy whose gradients are summed). Parameter
+    ops of one name (a Torch-MLIR resource read by several literals) share
+    one copy per stage. Every result of the pipeline comes from the last
+    stage: a function result made earlier is sent to the last stage, as a
+    skip connection, and yielded from there.
 
     Only tensors cross stages; a non-tensor value (other than a constant)
     used by a later stage is an error naming it. A marker that would leave a

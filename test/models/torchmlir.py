@@ -267,13 +267,17 @@ class Emitter:
         return tuple(Value("%s#%d" % (name, i), t) for i, t in enumerate(outs))
 
     def text(self, inputs, result):
+        """The module; `result` is a Value or a tuple of them (a function
+        with several results, as the FX importer writes a tuple output)."""
+        results = result if isinstance(result, tuple) else (result,)
+        types = ", ".join(_vtensor(v.tensor) for v in results)
         args = ", ".join("%s: %s" % (v.name, _vtensor(v.tensor)) for v in inputs)
         body = "\n".join("    " + line for line in self.lines)
         blobs = ",\n".join('      %s: "%s"' % kv for kv in self.resources.items())
         return ("module {\n  func.func @main(%s) -> %s {\n%s\n    return %s : %s\n"
                 "  }\n}\n\n{-#\n  dialect_resources: {\n    builtin: {\n%s\n    }\n"
-                "  }\n#-}\n" % (args, _vtensor(result.tensor), body, result.name,
-                                _vtensor(result.tensor), blobs))
+                "  }\n#-}\n" % (args, types if len(results) == 1 else "(%s)" % types,
+                                body, ", ".join(v.name for v in results), types, blobs))
 
 
 def write(path, forward, params, example_inputs, names):
