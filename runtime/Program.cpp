@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <mutex>
 #include <tuple>
 #include <unordered_map>
@@ -529,6 +530,35 @@ Program Program::compile(Block &body, const std::string &name) {
                              " but the schema expects " +
                              args[i].type()->str());
         }
+      // Newer PyTorch widened some int arguments to Scalar (var's and std's
+      // `correction`), so Torch-MLIR can give a float where libtorch 1.13
+      // takes an int: a whole-number constant is passed as that int.
+      for (size_t i = 0; i < args.size(); ++i) {
+        c10::TypePtr want = args[i].type();
+        if (auto optional = want->cast<c10::OptionalType>())
+          want = optional->getElementType();
+        if (want->kind() != c10::TypeKind::IntType ||
+            !isa<td::FloatType>(op->getOperand(i).getType()))
+          continue;
+        int s = inst.inputs[i];
+        const c10::IValue &value = program.constantSlots[s];
+        bool whole = program.isConstant[s] && value.isDouble() &&
+                     value.toDouble() == std::trunc(value.toDouble()) &&
+                     std::abs(value.toDouble()) < 9.0e15;
+        if (!whole)
+          throw RuntimeError(
+              describe(op) + ": operand " + std::to_string(i) + " ('" +
+              args[i].name() +
+              "') is a float, which libtorch 1.13 takes only as an int; "
+              "pippy-run passes a constant whole number as one" +
+              (program.isConstant[s] && value.isDouble()
+                   ? ", and " + std::to_string(value.toDouble()) + " is not"
+                   : ", and this one is computed"));
+        inst.inputs[i] = program.numSlots++;
+        program.constantSlots.emplace_back(
+            static_cast<int64_t>(value.toDouble()));
+        program.isConstant.push_back(true);
+      }
     } else {
       throw RuntimeError(describe(op) + ": is not supported by the runtime");
     }
