@@ -402,6 +402,9 @@ Program Program::compile(Block &body, const std::string &name) {
   std::map<std::string, int> paramSlotByName;
   for (Operation &operation : body) {
     Operation *op = &operation;
+    // A graph IR run as it is: its split points mark nothing to compute.
+    if (isa<pd::SplitPointOp>(op))
+      continue;
     int countedOp = -1;
     if (!op->hasTrait<OpTrait::IsTerminator>() && !::pippy::isReplicable(op)) {
       countedOp = static_cast<int>(program.countedOpNames.size());
