@@ -203,7 +203,11 @@ struct LiftParamsPass
       if (!blob)
         return literal.emitOpError("uses dense_resource<")
                << name << ">, which has no data in the file's "
-               << "dialect_resources section";
+               << "dialect_resources section"
+               << (name == "__elided__"
+                       ? " (the module was printed with its large constants "
+                         "elided; print it whole, or write it as bytecode)"
+                       : "");
       ArrayRef<char> data = blob->getData();
       size_t expected = shaped.getNumElements() * st::dtypeSize(*dtype);
       if (data.size() != expected)

@@ -15,3 +15,11 @@ func.func @marker_with_operands(%x: !torch.int) {
   torch.operator "torch.pippy._pipe_split"(%x) : (!torch.int) -> ()
   return
 }
+
+// -----
+
+func.func @elided() {
+  // expected-error @+1 {{'torch.vtensor.literal' op uses dense_resource<__elided__>, which has no data in the file's dialect_resources section (the module was printed with its large constants elided; print it whole, or write it as bytecode)}}
+  %w = torch.vtensor.literal(dense_resource<__elided__> : tensor<2x2xf32>) : !torch.vtensor<[2,2],f32>
+  return
+}
