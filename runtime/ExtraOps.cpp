@@ -3,7 +3,8 @@
 // The schemas are PyTorch's (torch/_prims, and native_functions.yaml of the
 // releases that added the ATen operators), with the operands Torch-MLIR
 // gives these ops; each body computes what PyTorch documents for it (for a
-// prim, what its own `impl_aten` runs).
+// prim, what its own `impl_aten` runs, except that `collapse` includes its
+// end dimension, as in Torch-MLIR's text: torch 1.13's excluded it).
 //
 //===----------------------------------------------------------------------===//
 
