@@ -249,8 +249,9 @@ struct OutlineStagesPass
         });
       }
       SmallVector<Value> yielded;
+      // A result passed through the stage is one of its arguments.
       for (Value v : stage.results)
-        yielded.push_back(map.lookupOrDefault(v)); // passed through: an argument
+        yielded.push_back(map.lookupOrDefault(v));
       pd::YieldOp::create(inner, stageLoc, yielded);
       for (auto [i, v] : llvm::enumerate(stage.results))
         sent[v] = stageOp.getResult(i);

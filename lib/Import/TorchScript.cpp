@@ -854,8 +854,7 @@ private:
     }
     if (!outArgs.empty()) {
       if (outArgs.size() != 1)
-        fail(describe(node) + " writes into " +
-             std::to_string(outArgs.size()) +
+        fail(describe(node) + " writes into " + std::to_string(outArgs.size()) +
              " of its arguments; pippy-import takes ops that write into one");
       written = node->inputs()[outArgs[0]];
       if (attrPaths.count(written))

@@ -61,8 +61,8 @@ TEST(CommTest, BroadcastsEveryDtypeBitForBit) {
       at::Tensor t = r == 0 ? expected.clone() : at::zeros_like(expected);
       comm.broadcast(t, 0, "broadcast")->wait();
       EXPECT_EQ(t.scalar_type(), expected.scalar_type());
-      EXPECT_TRUE(t.equal(expected)) << "rank " << r << " dtype "
-                                     << expected.scalar_type();
+      EXPECT_TRUE(t.equal(expected))
+          << "rank " << r << " dtype " << expected.scalar_type();
     }
   });
 }
