@@ -7,6 +7,7 @@
 
 #include "pippy/Dialect/Pippy/PippyDialect.h"
 #include "pippy/Passes/Passes.h"
+#include "pippy/Support/OpNames.h"
 #include "pippy/Support/Safetensors.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -167,15 +168,15 @@ struct LiftParamsPass
 
   static bool isRunningStatistic(OpOperand &use) {
     Operation *user = use.getOwner();
-    StringRef name = user->getName().getStringRef();
-    if (auto generic = dyn_cast<torch::OperatorOp>(user))
-      name = generic.getName();
-    name.consume_front("torch.aten.");
-    name = name.split('.').first;
-    bool batchNorm = llvm::is_contained(
-        {"batch_norm", "native_batch_norm", "_native_batch_norm_legit",
-         "_native_batch_norm_legit_no_training", "instance_norm"},
-        name);
+    auto generic = dyn_cast<torch::OperatorOp>(user);
+    std::optional<::pippy::AtenOpName> op = ::pippy::parseTorchOpName(
+        generic ? generic.getName() : user->getName().getStringRef());
+    bool batchNorm =
+        op && op->ns == "aten" &&
+        llvm::is_contained(
+            {"batch_norm", "native_batch_norm", "_native_batch_norm_legit",
+             "_native_batch_norm_legit_no_training", "instance_norm"},
+            op->name);
     return batchNorm &&
            (use.getOperandNumber() == 3 || use.getOperandNumber() == 4);
   }

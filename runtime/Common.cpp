@@ -200,14 +200,15 @@ std::string resolveWeightsPath(const RunOptions &options, ModuleOp module) {
   if (!path.empty())
     return path;
   auto attr = module->getAttrOfType<StringAttr>("pippy.weights");
-  if (!attr && countWeightLiterals(module))
-    throw RuntimeError(options.programPath + ": the module has " +
-                       countLiterals(countWeightLiterals(module)) +
-                       " (Torch-MLIR output) and no weights file" + kLiftHint);
-  if (!attr)
+  if (!attr) {
+    if (size_t literals = countWeightLiterals(module))
+      throw RuntimeError(
+          options.programPath + ": the module has " + countLiterals(literals) +
+          " (Torch-MLIR output) and no weights file" + kLiftHint);
     throw RuntimeError(options.programPath +
                        ": the module names no weights file "
                        "(pippy.weights); pass --weights");
+  }
   path = attr.getValue().str();
   if (!llvm::sys::fs::exists(path) && !llvm::sys::path::is_absolute(path)) {
     llvm::SmallString<256> beside(

@@ -23,10 +23,14 @@ using torch::jit::Stack;
 
 namespace {
 
+/// An operator's inputs, in schema order, and its results.
+using Args = std::vector<c10::IValue>;
+using Results = std::vector<c10::IValue>;
+
 /// Pops the operator's inputs (n of them) off the stack, in order.
-std::vector<c10::IValue> take(Stack &stack, size_t n) {
-  std::vector<c10::IValue> args(std::make_move_iterator(stack.end() - n),
-                                std::make_move_iterator(stack.end()));
+Args take(Stack &stack, size_t n) {
+  Args args(std::make_move_iterator(stack.end() - n),
+            std::make_move_iterator(stack.end()));
   stack.erase(stack.end() - n, stack.end());
   return args;
 }
@@ -35,28 +39,28 @@ int64_t wrapDim(int64_t dim, int64_t rank) {
   return dim < 0 ? dim + rank : dim;
 }
 
-at::Tensor convertElementType(std::vector<c10::IValue> &a) {
-  return a[0].toTensor().to(a[1].toScalarType());
+Results convertElementType(Args &a) {
+  return {a[0].toTensor().to(a[1].toScalarType())};
 }
 
-at::Tensor collapse(std::vector<c10::IValue> &a) {
+Results collapse(Args &a) {
   // Dimensions start..end, end included, become one.
   const at::Tensor &t = a[0].toTensor();
-  return t.flatten(wrapDim(a[1].toInt(), t.dim()),
-                   wrapDim(a[2].toInt(), t.dim()));
+  return {t.flatten(wrapDim(a[1].toInt(), t.dim()),
+                    wrapDim(a[2].toInt(), t.dim()))};
 }
 
-at::Tensor splitDim(std::vector<c10::IValue> &a) {
+Results splitDim(Args &a) {
   const at::Tensor &t = a[0].toTensor();
   int64_t dim = wrapDim(a[1].toInt(), t.dim()), outer = a[2].toInt();
   std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
   int64_t inner = sizes[dim] / outer;
   sizes[dim] = inner;
   sizes.insert(sizes.begin() + dim, outer);
-  return t.reshape(sizes);
+  return {t.reshape(sizes)};
 }
 
-at::Tensor squeeze(std::vector<c10::IValue> &a) {
+Results squeeze(Args &a) {
   at::Tensor t = a[0].toTensor();
   std::vector<int64_t> dims = a[1].toIntVector();
   for (int64_t &d : dims)
@@ -64,14 +68,12 @@ at::Tensor squeeze(std::vector<c10::IValue> &a) {
   std::sort(dims.rbegin(), dims.rend());
   for (int64_t d : dims)
     t = t.squeeze(d);
-  return t;
+  return {t};
 }
 
-at::Tensor viewOf(std::vector<c10::IValue> &a) {
-  return a[0].toTensor().alias();
-}
+Results viewOf(Args &a) { return {a[0].toTensor().alias()}; }
 
-at::Tensor broadcastInDim(std::vector<c10::IValue> &a) {
+Results broadcastInDim(Args &a) {
   // Size-1 dimensions are inserted where `broadcast_dimensions` names none of
   // the input's, then everything is expanded to `shape`.
   const at::Tensor &t = a[0].toTensor();
@@ -80,7 +82,7 @@ at::Tensor broadcastInDim(std::vector<c10::IValue> &a) {
   std::vector<int64_t> sizes(shape.size(), 1);
   for (size_t i = 0; i < kept.size(); ++i)
     sizes[kept[i]] = t.size(static_cast<int64_t>(i));
-  return t.reshape(sizes).expand(shape);
+  return {t.reshape(sizes).expand(shape)};
 }
 
 c10::optional<at::ScalarType> optionalDType(const c10::IValue &v) {
@@ -89,15 +91,15 @@ c10::optional<at::ScalarType> optionalDType(const c10::IValue &v) {
   return v.toScalarType();
 }
 
-at::Tensor sum(std::vector<c10::IValue> &a) {
+Results sum(Args &a) {
   const at::Tensor &t = a[0].toTensor();
   c10::optional<at::ScalarType> dtype = optionalDType(a[2]);
   if (a[1].isNone())
-    return dtype ? t.sum(*dtype) : t.sum();
-  return t.sum(a[1].toIntVector(), /*keepdim=*/false, dtype);
+    return {dtype ? t.sum(*dtype) : t.sum()};
+  return {t.sum(a[1].toIntVector(), /*keepdim=*/false, dtype)};
 }
 
-at::Tensor var(std::vector<c10::IValue> &a) {
+Results var(Args &a) {
   const at::Tensor &t = a[0].toTensor();
   c10::optional<int64_t> correction;
   if (!a[2].isNone())
@@ -111,15 +113,15 @@ at::Tensor var(std::vector<c10::IValue> &a) {
   at::Tensor out = at::var(t, dims, correction, /*keepdim=*/false);
   if (c10::optional<at::ScalarType> dtype = optionalDType(a[3]))
     out = out.to(*dtype);
-  return out;
+  return {out};
 }
 
-at::Tensor iota(std::vector<c10::IValue> &a) {
+Results iota(Args &a) {
   int64_t length = a[0].toInt(), start = a[1].toInt(), step = a[2].toInt();
   at::TensorOptions options =
       at::TensorOptions().dtype(a[3].toScalarType()).device(a[4].toDevice());
-  return at::arange(start, start + length * step, step, options)
-      .requires_grad_(a[5].toBool());
+  return {at::arange(start, start + length * step, step, options)
+              .requires_grad_(a[5].toBool())};
 }
 
 //===----------------------------------------------------------------------===//
@@ -130,8 +132,7 @@ at::Tensor iota(std::vector<c10::IValue> &a) {
 /// scale + bias) v, the bias -inf above the diagonal when causal and from
 /// attn_mask (-inf where a boolean mask is false, else added). Dropout is
 /// not run: a dropout_p above 0 is an error.
-std::vector<c10::IValue>
-scaledDotProductAttention(std::vector<c10::IValue> &a) {
+Results scaledDotProductAttention(Args &a) {
   at::Tensor q = a[0].toTensor(), k = a[1].toTensor(), v = a[2].toTensor();
   double dropout = a[4].toDouble();
   if (dropout != 0.0)
@@ -164,7 +165,7 @@ scaledDotProductAttention(std::vector<c10::IValue> &a) {
   return {at::matmul(at::softmax(scores, -1), v)};
 }
 
-std::vector<c10::IValue> batchNormNoTraining(std::vector<c10::IValue> &a) {
+Results batchNormNoTraining(Args &a) {
   auto optional = [](const c10::IValue &v) {
     return v.isNone() ? c10::optional<at::Tensor>() : v.toTensor();
   };
@@ -174,7 +175,7 @@ std::vector<c10::IValue> batchNormNoTraining(std::vector<c10::IValue> &a) {
   return {out, mean, invstd};
 }
 
-std::vector<c10::IValue> rmsNorm(std::vector<c10::IValue> &a) {
+Results rmsNorm(Args &a) {
   const at::Tensor &x = a[0].toTensor();
   int64_t n = static_cast<int64_t>(a[1].toIntVector().size());
   std::vector<int64_t> dims;
@@ -198,7 +199,7 @@ std::vector<c10::IValue> rmsNorm(std::vector<c10::IValue> &a) {
   return {out};
 }
 
-std::vector<c10::IValue> safeSoftmax(std::vector<c10::IValue> &a) {
+Results safeSoftmax(Args &a) {
   // softmax, with 0 instead of NaN for a slice that is -inf throughout.
   const at::Tensor &x = a[0].toTensor();
   int64_t dim = a[1].toInt();
@@ -211,7 +212,7 @@ std::vector<c10::IValue> safeSoftmax(std::vector<c10::IValue> &a) {
   return {out.masked_fill(allMasked, 0)};
 }
 
-std::vector<c10::IValue> unsafeIndex(std::vector<c10::IValue> &a) {
+Results unsafeIndex(Args &a) {
   c10::List<c10::optional<at::Tensor>> indices;
   for (const c10::IValue &v : a[1].toListRef())
     indices.push_back(v.isNone() ? c10::optional<at::Tensor>() : v.toTensor());
@@ -220,8 +221,7 @@ std::vector<c10::IValue> unsafeIndex(std::vector<c10::IValue> &a) {
 
 struct Entry {
   const char *schema;
-  at::Tensor (*body)(std::vector<c10::IValue> &);
-  std::vector<c10::IValue> (*bodies)(std::vector<c10::IValue> &) = nullptr;
+  Results (*body)(Args &);
 };
 
 const Entry kEntries[] = {
@@ -244,32 +244,32 @@ const Entry kEntries[] = {
      "ScalarType? output_dtype=None) -> Tensor",
      var},
     {"prims::sqrt(Tensor self) -> Tensor",
-     [](std::vector<c10::IValue> &a) { return a[0].toTensor().sqrt(); }},
+     [](Args &a) -> Results { return {a[0].toTensor().sqrt()}; }},
     {"prims::rsqrt(Tensor self) -> Tensor",
-     [](std::vector<c10::IValue> &a) { return a[0].toTensor().rsqrt(); }},
+     [](Args &a) -> Results { return {a[0].toTensor().rsqrt()}; }},
     {"prims::iota(int length, *, int start, int step, ScalarType dtype, "
      "Device device, bool requires_grad) -> Tensor",
      iota},
     {"aten::scaled_dot_product_attention(Tensor query, Tensor key, Tensor "
      "value, Tensor? attn_mask=None, float dropout_p=0.0, bool "
      "is_causal=False, *, float? scale=None) -> Tensor",
-     nullptr, scaledDotProductAttention},
+     scaledDotProductAttention},
     {"aten::scaled_dot_product_attention(Tensor query, Tensor key, Tensor "
      "value, Tensor? attn_mask=None, float dropout_p=0.0, bool "
      "is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor",
-     nullptr, scaledDotProductAttention},
+     scaledDotProductAttention},
     {"aten::_native_batch_norm_legit_no_training(Tensor input, Tensor? "
      "weight, Tensor? bias, Tensor running_mean, Tensor running_var, float "
      "momentum, float eps) -> (Tensor, Tensor, Tensor)",
-     nullptr, batchNormNoTraining},
+     batchNormNoTraining},
     {"aten::rms_norm(Tensor input, int[] normalized_shape, Tensor? "
      "weight=None, float? eps=None) -> Tensor",
-     nullptr, rmsNorm},
+     rmsNorm},
     {"aten::_safe_softmax(Tensor self, int dim, ScalarType? dtype=None) -> "
      "Tensor",
-     nullptr, safeSoftmax},
+     safeSoftmax},
     {"aten::_unsafe_index.Tensor(Tensor self, Tensor?[] indices) -> Tensor",
-     nullptr, unsafeIndex},
+     unsafeIndex},
 };
 
 using Key =
@@ -281,14 +281,9 @@ std::map<Key, pippy::rt::ExtraOperator> buildTable() {
     c10::FunctionSchema schema = torch::jit::parseSchema(entry.schema);
     size_t arity = schema.arguments().size();
     auto body = entry.body;
-    auto bodies = entry.bodies;
-    torch::jit::Operation operation([arity, body, bodies](Stack &stack) {
-      std::vector<c10::IValue> args = take(stack, arity);
-      if (body) {
-        stack.emplace_back(body(args));
-        return;
-      }
-      for (c10::IValue &result : bodies(args))
+    torch::jit::Operation operation([arity, body](Stack &stack) {
+      Args args = take(stack, arity);
+      for (c10::IValue &result : body(args))
         stack.push_back(std::move(result));
     });
     Key key{schema.name(), schema.overload_name(), arity};
