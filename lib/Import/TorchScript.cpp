@@ -151,12 +151,13 @@ public:
     SmallVector<Value> results;
     for (jit::Value *output : graph->outputs()) {
       const c10::IValue &value = values.at(output);
-      if (!value.isTensor() && !isNestedTupleOfTensors(value))
+      if (!value.isTensor() && !isNestedTensors(value))
         fail("forward returns a " + output->type()->str() +
-             "; only tensors and (nested) tuples of tensors are supported");
+             "; only tensors and (nested) tuples and lists of tensors are "
+             "supported");
       Value result = lookup(output, nullptr);
-      if (value.isTuple() && !isTupleOfTensors(value))
-        result = flattenTuple(result, unknown);
+      if (value.isList() || (value.isTuple() && !isTupleOfTensors(value)))
+        result = flattenTuple(result, value, unknown);
       results.push_back(result);
     }
     func::ReturnOp::create(builder, unknown, results);
@@ -318,7 +319,7 @@ private:
     return getStaticType(value->type(), node);
   }
 
-  /// A tuple of tensors, or of such tuples.
+  /// A tuple of tensors, of such tuples, or of lists of tensors.
   Type getTupleType(const c10::IValue &tuple, jit::Node *node) {
     SmallVector<Type> elements;
     for (const c10::IValue &element : tuple.toTupleRef().elements()) {
@@ -326,42 +327,82 @@ private:
         elements.push_back(getTupleType(element, node));
       else if (element.isTensor())
         elements.push_back(getTensorType(element.toTensor()));
+      else if (isNestedTensors(element))
+        elements.push_back(getStaticType(c10::ListType::ofTensors(), node));
       else
         fail("tuple of non-tensors produced by " + describe(node));
     }
     return td::TupleType::get(&context, elements);
   }
 
-  static bool isNestedTupleOfTensors(const c10::IValue &value) {
-    if (!value.isTuple())
-      return false;
-    for (const c10::IValue &e : value.toTupleRef().elements())
-      if (!e.isTensor() && !isNestedTupleOfTensors(e))
-        return false;
-    return true;
+  /// A tuple or list whose elements are tensors or such tuples and lists.
+  static bool isNestedTensors(const c10::IValue &value) {
+    if (value.isTuple()) {
+      for (const c10::IValue &e : value.toTupleRef().elements())
+        if (!e.isTensor() && !isNestedTensors(e))
+          return false;
+      return true;
+    }
+    if (value.isList()) {
+      for (const c10::IValue &e : value.toListRef())
+        if (!e.isTensor() && !isNestedTensors(e))
+          return false;
+      return true;
+    }
+    return false;
   }
 
-  /// A nested tuple of tensors as one flat tuple of its tensors, in
-  /// depth-first order: `(a, (b, c))` becomes `(a, b, c)`.
-  Value flattenTuple(Value tuple, Location loc) {
+  /// Nested tuples and lists of tensors as one flat tuple of the tensors,
+  /// in depth-first order: `(a, (b, c))` and `(a, [b, c])` become `(a, b,
+  /// c)`. `concrete` is the traced value, which gives a list's length and
+  /// its tensors' shapes.
+  Value flattenTuple(Value tuple, const c10::IValue &concrete, Location loc) {
     SmallVector<Value> leaves;
-    std::function<void(Value)> collect = [&](Value v) {
-      auto type = dyn_cast<td::TupleType>(v.getType());
-      if (!type) {
-        leaves.push_back(v);
-        return;
-      }
-      if (auto construct = v.getDefiningOp<td::PrimTupleConstructOp>()) {
-        for (Value element : construct.getOperands())
-          collect(element);
-        return;
-      }
-      auto unpack = td::PrimTupleUnpackOp::create(builder, loc,
-                                                  type.getContainedTypes(), v);
-      for (Value element : unpack.getResults())
-        collect(element);
-    };
-    collect(tuple);
+    std::function<void(Value, const c10::IValue &)> collect =
+        [&](Value v, const c10::IValue &value) {
+          if (value.isTensor()) {
+            leaves.push_back(v);
+            return;
+          }
+          if (value.isTuple()) {
+            ArrayRef<c10::IValue> elements =
+                value.toTupleRef().elements().asArrayRef();
+            if (auto construct = v.getDefiningOp<td::PrimTupleConstructOp>()) {
+              for (auto [element, inner] :
+                   llvm::zip_equal(construct.getOperands(), elements))
+                collect(element, inner);
+              return;
+            }
+            auto unpack = td::PrimTupleUnpackOp::create(
+                builder, loc,
+                cast<td::TupleType>(v.getType()).getContainedTypes(), v);
+            for (auto [element, inner] :
+                 llvm::zip_equal(unpack.getResults(), elements))
+              collect(element, inner);
+            return;
+          }
+          ArrayRef<c10::IValue> elements = value.toListRef();
+          if (auto construct = v.getDefiningOp<td::PrimListConstructOp>()) {
+            for (auto [element, inner] :
+                 llvm::zip_equal(construct.getOperands(), elements))
+              collect(element, inner);
+            return;
+          }
+          // A list made by an op (`unbind`, `split`): its length and shapes
+          // are the traced ones, as for every other list the IR unpacks.
+          SmallVector<Type> types;
+          for (const c10::IValue &inner : elements) {
+            if (!inner.isTensor())
+              fail("forward returns a list of lists made by an op; return "
+                   "its tensors in a tuple instead");
+            types.push_back(getTensorType(inner.toTensor()));
+          }
+          auto unpack = td::PrimListUnpackOp::create(builder, loc, types, v);
+          for (auto [element, inner] :
+               llvm::zip_equal(unpack.getResults(), elements))
+            collect(element, inner);
+        };
+    collect(tuple, concrete);
     SmallVector<Type> types;
     for (Value leaf : leaves)
       types.push_back(leaf.getType());

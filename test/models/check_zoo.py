@@ -23,7 +23,7 @@ import st  # noqa: E402
 
 MODELS = ["mlp", "resnet", "gpt", "unet", "transformer", "lstm", "embbag", "twoio",
           "params", "sharedbuf", "viewmut", "datadep", "fnet", "mlp64", "nestedout", "tiedconv", "intscale", "tiedtypes",
-          "tmgpt", "tmcnn", "tmprims", "tmattn", "tmearly"]
+          "tmgpt", "tmcnn", "tmprims", "tmattn", "tmearly", "listout"]
 # Models whose traced module rounds differently from the eager model the
 # references come from; their retraining through the .pt is compared to
 # 1e-6 relative instead of bit for bit. datadep reads sizes into Python
