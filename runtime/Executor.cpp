@@ -25,6 +25,7 @@
 
 #include "pippy/Analysis/GraphIR.h"
 #include "pippy/Dialect/Pippy/PippyDialect.h"
+#include "pippy/Dialect/Torch/TorchDialect.h"
 #include "pippy/Schedule/Schedule.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -55,6 +56,7 @@ using ::pippy::TensorSpec;
 using ::pippy::WeightGradientQueue;
 namespace sched = ::pippy::schedule;
 namespace pd = ::mlir::pippy;
+namespace td = ::mlir::torch;
 
 namespace {
 
@@ -68,6 +70,12 @@ struct Edge {
   int peer = 0;
   std::vector<std::pair<unsigned, unsigned>> entries;
   std::vector<TensorSpec> specs;
+  /// Per entry: whether the consumer's input can get a gradient at all
+  /// (argumentsReachingResults). Gradients that autograd can only leave
+  /// undefined are neither computed as zeros nor sent: a parameter whose
+  /// gradient is None stays untouched by weight decay and momentum, as in
+  /// PyTorch.
+  std::vector<bool> gradFlows;
 };
 
 struct TraceEvent {
@@ -226,6 +234,42 @@ private:
     if (outputStage < 0)
       throw RuntimeError(options.programPath +
                          ": the pipeline returns nothing");
+
+    // Which stage inputs can get a gradient: from the loss's result
+    // backwards, stage by stage (every edge goes forwards).
+    std::vector<llvm::SmallVector<bool>> wanted(numStages);
+    for (int s = 0; s < numStages; ++s)
+      wanted[s].assign(stages[s]->getNumResults(), false);
+    wanted[outputStage][outputIndices.at(0)] = true;
+    std::vector<llvm::SmallVector<bool>> inputGets(numStages);
+    for (int c = numStages - 1; c >= 0; --c) {
+      Block &body = stages[c].getBody().front();
+      inputGets[c] = ::pippy::argumentsReachingResults(body, wanted[c]);
+      if (c == outputStage && options.loss != "none") {
+        // computeLoss takes a tuple's or list's first element.
+        Value out = body.getTerminator()->getOperand(outputIndices.at(0));
+        Operation *def = out.getDefiningOp();
+        if (def && def->getNumOperands() > 0 &&
+            isa<td::PrimTupleConstructOp, td::PrimListConstructOp>(def)) {
+          SmallVector<Value> seeds{def->getOperand(0)};
+          for (auto [i, v] :
+               llvm::enumerate(body.getTerminator()->getOperands()))
+            if (wanted[c][i] && i != outputIndices.at(0))
+              seeds.push_back(v);
+          inputGets[c] = ::pippy::argumentsReaching(body, seeds);
+        }
+      }
+      for (unsigned i = 0; i < inputsOf[c].size(); ++i)
+        if (inputsOf[c][i].stage >= 0 && inputGets[c][i])
+          wanted[inputsOf[c][i].stage][inputsOf[c][i].index] = true;
+    }
+    inputGetsGrad.assign(inputGets[rank].begin(), inputGets[rank].end());
+    for (Edge &edge : recvEdges)
+      for (const auto &[result, input] : edge.entries)
+        edge.gradFlows.push_back(inputGets[rank][input]);
+    for (Edge &edge : sendEdges)
+      for (const auto &[result, input] : edge.entries)
+        edge.gradFlows.push_back(inputGets[edge.peer][input]);
 
     if (ArrayAttr tied = pipeline.getTiedAttr())
       for (Attribute a : tied) {
@@ -470,7 +514,7 @@ private:
         std::vector<at::Tensor> buffers;
         for (size_t e = 0; e < edge.entries.size(); ++e) {
           const TensorSpec &spec = edge.specs[e];
-          if (!isDifferentiable(spec.dtype)) {
+          if (!isDifferentiable(spec.dtype) || !edge.gradFlows[e]) {
             buffers.push_back(at::Tensor());
             continue;
           }
@@ -595,6 +639,7 @@ private:
         if (!isDifferentiable(in.scalar_type()))
           continue;
         at::Tensor g = in.grad();
+        checkNoGradient(input, g);
         mb.inputGrads[input] = g.defined() ? g : at::zeros_like(in);
       }
     // The activations of this micro-batch are no longer needed.
@@ -642,9 +687,11 @@ private:
     else
       result.assign(wrt.size(), at::Tensor());
     mb.inputGrads.assign(myInputs.size(), at::Tensor());
-    for (size_t i = 0; i < firstParam; ++i)
+    for (size_t i = 0; i < firstParam; ++i) {
+      checkNoGradient(inputIndex[i], result[i]);
       mb.inputGrads[inputIndex[i]] =
           result[i].defined() ? result[i] : at::zeros_like(wrt[i]);
+    }
     for (size_t i = firstParam; i < firstLinear; ++i) {
       if (!result[i].defined())
         continue;
@@ -698,10 +745,21 @@ private:
           {std::to_string(rank) + "W", micros(begin), seconds * 1e6});
   }
 
+  /// An input that the IR says gets no gradient must not get one from
+  /// autograd either: its producer does not wait for it.
+  void checkNoGradient(unsigned input, const at::Tensor &grad) {
+    if (inputGetsGrad.at(input) || !grad.defined())
+      return;
+    throw RuntimeError(where() + ": stage input " + std::to_string(input) +
+                       " got a gradient that the pipeline's IR says it "
+                       "cannot get (an internal error of pippy-run; please "
+                       "report it with the pipeline)");
+  }
+
   void sendBackward(MicroBatch &mb, int m) {
     for (const Edge &edge : recvEdges)
       for (size_t e = 0; e < edge.entries.size(); ++e) {
-        if (!isDifferentiable(edge.specs[e].dtype))
+        if (!isDifferentiable(edge.specs[e].dtype) || !edge.gradFlows[e])
           continue;
         at::Tensor g = mb.inputGrads[edge.entries[e].second].contiguous();
         pendingSends.push_back(comm->send(
@@ -1441,6 +1499,8 @@ private:
   std::vector<TensorSpec> argSpecs;
   std::vector<Source> myInputs;
   std::vector<Edge> recvEdges, sendEdges;
+  /// Per stage input: whether it can get a gradient (argumentsReachingResults).
+  std::vector<bool> inputGetsGrad;
   int outputStage = -1;
   std::vector<unsigned> outputIndices;
   std::vector<std::pair<std::string, std::vector<int>>> tiedGroups;

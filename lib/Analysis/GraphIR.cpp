@@ -6,6 +6,8 @@
 #include "pippy/Dialect/Torch/TorchDialect.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringSwitch.h"
 
 using namespace mlir;
 
@@ -57,6 +59,75 @@ mlir::pippy::StageOp getStage(mlir::pippy::PipelineOp pipeline, int64_t index) {
     if (stage.getIndexAttr().getInt() == index)
       return stage;
   return nullptr;
+}
+
+namespace {
+
+/// Whether a value of this type can carry a gradient: a float or complex
+/// tensor, or a container that may hold one. Numbers, strings, devices,
+/// None and integer or boolean tensors cannot.
+bool canCarryGradient(Type type) {
+  if (auto tensor = dyn_cast<torch::BaseTensorType>(type)) {
+    if (!tensor.hasDtype())
+      return true;
+    Type dtype = tensor.getDtype();
+    return isa<FloatType, ComplexType>(dtype);
+  }
+  return !isa<torch::IntType, torch::FloatType, torch::BoolType,
+              torch::NumberType, torch::StringType, torch::NoneType,
+              torch::DeviceType, torch::GeneratorType>(type);
+}
+
+/// Ops whose results never require a gradient, whatever their operands.
+bool cutsGradient(Operation *op) {
+  return llvm::StringSwitch<bool>(op->getName().getStringRef())
+      .Cases({"torch.aten.detach", "torch.aten.zeros_like",
+              "torch.aten.ones_like", "torch.aten.empty_like",
+              "torch.aten.full_like", "torch.aten.rand_like",
+              "torch.aten.randn_like", "torch.aten.randint_like",
+              "torch.aten.new_zeros", "torch.aten.new_ones",
+              "torch.aten.new_empty", "torch.aten.new_full"},
+             true)
+      .Default(false);
+}
+
+} // namespace
+
+llvm::SmallVector<bool> argumentsReachingResults(Block &body,
+                                                 llvm::ArrayRef<bool> wanted) {
+  llvm::SmallVector<Value> seeds;
+  for (auto [i, v] : llvm::enumerate(body.getTerminator()->getOperands()))
+    if (i < wanted.size() && wanted[i])
+      seeds.push_back(v);
+  return argumentsReaching(body, seeds);
+}
+
+llvm::SmallVector<bool> argumentsReaching(Block &body,
+                                          llvm::ArrayRef<Value> seeds) {
+  llvm::DenseSet<Value> reaching;
+  for (Value v : seeds)
+    if (canCarryGradient(v.getType()))
+      reaching.insert(v);
+  // Uses come after definitions in a block, so one walk backwards suffices.
+  for (Operation &op : llvm::reverse(body.without_terminator())) {
+    if (cutsGradient(&op))
+      continue;
+    bool reaches = llvm::any_of(op.getResults(), [&](Value r) {
+      return reaching.contains(r) && canCarryGradient(r.getType());
+    });
+    if (!reaches)
+      continue;
+    // Operands of ops in nested regions count as the op's own.
+    op.walk([&](Operation *inner) {
+      for (Value operand : inner->getOperands())
+        if (canCarryGradient(operand.getType()))
+          reaching.insert(operand);
+    });
+  }
+  llvm::SmallVector<bool> result;
+  for (BlockArgument arg : body.getArguments())
+    result.push_back(reaching.contains(arg));
+  return result;
 }
 
 } // namespace pippy

@@ -46,6 +46,25 @@ inline constexpr llvm::StringLiteral kDataDependentShapeAttr =
 /// only the example run's, so it cannot be sent between stages.
 bool hasDataDependentShape(mlir::Value value);
 
+/// Which of `body`'s arguments can get a gradient when the values its
+/// terminator returns at the positions `wanted` marks get one: those with a
+/// path to such a value through values that can carry a gradient (float or
+/// complex tensors, and the lists, tuples and optionals that may hold them),
+/// not cut by an op whose results never require one (`aten.detach`,
+/// `aten.zeros_like`, ...). Autograd gives an argument without such a path
+/// no gradient at all (PyTorch's None), which is not the same as a zero
+/// gradient: weight decay and momentum skip a parameter whose gradient is
+/// None. An argument with a path may still get none (a path through an op
+/// without a derivative for that operand), so the answer errs towards true.
+llvm::SmallVector<bool> argumentsReachingResults(mlir::Block &body,
+                                                 llvm::ArrayRef<bool> wanted);
+
+/// The same from values of `body` (`seeds`) instead of returned ones: the
+/// loss is taken on the first element of a tuple result, so only that
+/// element's inputs get gradients.
+llvm::SmallVector<bool> argumentsReaching(mlir::Block &body,
+                                          llvm::ArrayRef<mlir::Value> seeds);
+
 /// The stage of `pipeline` with index `index`; null when there is none.
 mlir::pippy::StageOp getStage(mlir::pippy::PipelineOp pipeline, int64_t index);
 

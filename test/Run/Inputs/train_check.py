@@ -7,6 +7,11 @@ CASE is one of:
   sgd-momentum   SGD with momentum 0.9 and weight decay 1e-3
   clip           SGD with --clip-grad-norm 0.05
   loss-none      forward(input, target) returns its own MSE loss
+  aux            SGD with momentum and weight decay on a model with an
+                 auxiliary head returned as a second output (not in the loss)
+                 and a side branch detached after the split: PyTorch leaves
+                 their gradients None, so neither decay nor momentum moves
+                 them
 With NPROC 2 the model is split before fc2 and trained on two processes
 (SCHEDULE gpipe or 1f1b, default 1f1b): optimizer state stays on each stage,
 and --clip-grad-norm clips by the norm over both.
@@ -43,13 +48,28 @@ class Net(nn.Module):
         return y
 
 
+class AuxNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(6, 16)
+        self.aux = nn.Linear(16, 2)
+        self.side = nn.Linear(6, 3)
+        self.fc2 = nn.Linear(16, 3)
+
+    def forward(self, x):
+        h = torch.tanh(self.fc1(x))
+        a = self.aux(h)
+        s = self.side(x)
+        return self.fc2(h) + s.detach(), a
+
+
 def main():
     out, bindir, case = sys.argv[1:4]
     nproc = int(sys.argv[4]) if len(sys.argv) > 4 else 1
     schedule = sys.argv[5] if len(sys.argv) > 5 else "1f1b"
     own = case == "loss-none"
     torch.manual_seed(0)
-    model = Net(own)
+    model = AuxNet() if case == "aux" else Net(own)
     g = torch.Generator().manual_seed(1)
     x = torch.randn(ROWS, 6, generator=g)
     if own:
@@ -68,12 +88,17 @@ def main():
              "clip": ["--optimizer", "sgd", "--lr", "0.5",
                       "--clip-grad-norm", "0.05"],
              "loss-none": ["--optimizer", "sgd", "--lr", "0.1",
-                           "--loss", "none"]}[case]
+                           "--loss", "none"],
+             "aux": ["--optimizer", "sgd", "--lr", "0.05", "--momentum",
+                     "0.9", "--weight-decay", "0.01"]}[case]
     if case == "adamw":
         opt = torch.optim.AdamW(model.parameters(), lr=0.01)
     elif case == "sgd-momentum":
         opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9,
                               weight_decay=0.001)
+    elif case == "aux":
+        opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9,
+                              weight_decay=0.01)
     else:
         opt = torch.optim.SGD(model.parameters(), lr=0.5 if case == "clip"
                               else 0.1)
@@ -94,6 +119,8 @@ def main():
                                step * M * MB + (m + 1) * MB) % ROWS
             if own:
                 loss = model(x[idx], target[idx])
+            elif case == "aux":
+                loss = F.cross_entropy(model(x[idx])[0], target[idx])
             else:
                 loss = F.cross_entropy(model(x[idx]), target[idx])
             (loss / M).backward()
@@ -137,6 +164,11 @@ def main():
         weights_ok &= err <= 1e-5 * scale
     print(f"{case} weights {'ok' if weights_ok else 'MISMATCH'}: worst "
           f"relative error {worst:.2e}")
+    if case == "aux":
+        # The parameters without a gradient kept their initial values.
+        init, _ = st.load(f"{out}/{case}.safetensors")
+        kept = sorted(n for n in init if torch.equal(init[n], final[n]))
+        print(f"{case} unchanged: {' '.join(kept)}")
     infer_ok = True
     if own:
         st.save(f"{out}/{case}.first.safetensors",
