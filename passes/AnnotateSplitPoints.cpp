@@ -42,12 +42,20 @@ struct AnnotateSplitPointsPass
         return signalPassFailure();
       }
       Operation *first = nullptr, *last = nullptr;
+      // Separate runs of the module's ops: a module called several times
+      // (weights shared across depth, as in ALBERT).
+      unsigned runs = 0;
+      bool inRun = false;
       for (Operation &op : body.without_terminator()) {
         if (::pippy::isReplicable(&op) || isa<mlir::pippy::SplitPointOp>(op))
           continue;
         std::optional<std::string> opPath = ::pippy::getModulePath(op.getLoc());
-        if (!opPath || !::pippy::isInModule(*opPath, path))
+        if (!opPath || !::pippy::isInModule(*opPath, path)) {
+          inRun = false;
           continue;
+        }
+        runs += !inRun;
+        inRun = true;
         if (!first)
           first = &op;
         last = &op;
@@ -58,6 +66,15 @@ struct AnnotateSplitPointsPass
             << "' or a path inside it";
         return signalPassFailure();
       }
+      if (runs > 1)
+        func.emitWarning("split point '")
+            << point << "': module '" << path << "' runs " << runs
+            << " times (its ops come in " << runs
+            << " separate runs, as when one module is called repeatedly); "
+               "the split goes "
+            << (where == "begin" ? "before its first run"
+                                 : "after its last run")
+            << " only";
       OpBuilder builder(func.getContext());
       if (where == "begin")
         builder.setInsertionPoint(first);

@@ -82,7 +82,11 @@ def PippyAnnotateSplitPoints
     them. Parameters and constants do not count as ops of a module: outlining
     copies them into whichever stages use them.
 
-    A path that matches no op is an error naming the point.
+    A path that matches no op is an error naming the point. A module called
+    several times (one module's weights used at several depths) has its ops
+    in several runs; its `:begin` cuts before the first run and its `:end`
+    after the last, with a warning (PyTorch's hooks would cut at every
+    call): name the modules around the other calls to cut there too.
 
     Before `--pippy-annotate-split-points="points=fc2:begin"`:
 

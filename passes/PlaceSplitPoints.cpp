@@ -121,7 +121,8 @@ struct PlaceSplitPointsPass
     if (stages > ops.size()) {
       func.emitError("cannot cut ")
           << ops.size() << " ops into " << static_cast<unsigned>(stages)
-          << " non-empty stages";
+          << " non-empty stages (parameters and constants do not count: "
+             "every stage that uses one holds a copy)";
       return signalPassFailure();
     }
 

@@ -253,6 +253,29 @@ TensorSpec specOfArgument(BlockArgument arg) {
   return *spec;
 }
 
+/// The loss's dtype needs, checked before the first step (the loss would
+/// only fail at the first backward, in ATen's words).
+static void checkTargetDtype(const RunOptions &options,
+                             const at::Tensor &target) {
+  if (options.infer)
+    return;
+  at::ScalarType dtype = target.scalar_type();
+  bool real = at::isFloatingType(dtype);
+  if (options.loss == "mse" && !real)
+    throw RuntimeError(options.dataPath +
+                       ": --loss mse needs a floating-point 'target' but it "
+                       "is " +
+                       c10::toString(dtype) +
+                       " (class indices go with --loss cross_entropy)");
+  if (options.loss == "cross_entropy" &&
+      (real || at::isComplexType(dtype) || dtype == at::kBool))
+    throw RuntimeError(options.dataPath +
+                       ": --loss cross_entropy takes class indices, an "
+                       "integer 'target', but it is " +
+                       c10::toString(dtype) +
+                       " (floating-point targets go with --loss mse)");
+}
+
 Dataset::Dataset(const RunOptions &options,
                  const std::vector<TensorSpec> &specs, bool needTarget)
     : options(options) {
@@ -286,6 +309,7 @@ Dataset::Dataset(const RunOptions &options,
                          std::to_string(inputs[0].size(0)));
     if (options.loss == "none")
       check("target", targetRows, specs.back());
+    checkTargetDtype(options, targetRows);
   }
   numRows = inputs[0].size(0);
   for (const at::Tensor &t : inputs)
@@ -378,6 +402,11 @@ std::vector<std::string> executorOnlyOptions(const RunOptions &options) {
 at::Tensor computeLoss(const RunOptions &options, const c10::IValue &output,
                        const at::Tensor &target) {
   if (options.loss == "none") {
+    if (output.isTuple() || output.isList())
+      throw RuntimeError(
+          "--loss none: forward must return the scalar loss alone, and it "
+          "returns several outputs; return only the loss, or return the "
+          "logits and train them with --loss cross_entropy or mse");
     if (!output.isTensor() || output.toTensor().numel() != 1)
       throw RuntimeError("--loss none: forward must return the scalar loss");
     return output.toTensor().reshape({});

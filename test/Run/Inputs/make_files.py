@@ -22,6 +22,8 @@ st.save(f"{out}/data-dtype.safetensors",
 st.save(f"{out}/data-width.safetensors",
         {"input": torch.randn(6, 5), "target": torch.zeros(6).long()})
 st.save(f"{out}/data-notarget.safetensors", {"input": torch.randn(6, 4)})
+st.save(f"{out}/data-floattarget.safetensors",
+        {"input": torch.randn(6, 4), "target": torch.randn(6, 3)})
 st.save(f"{out}/data-rows.safetensors",
         {"input": torch.randn(5, 4), "target": torch.zeros(5).long()})
 with open(f"{out}/corrupt.safetensors", "wb") as f:
