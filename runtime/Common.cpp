@@ -401,23 +401,20 @@ std::vector<std::string> executorOnlyOptions(const RunOptions &options) {
 
 at::Tensor computeLoss(const RunOptions &options, const c10::IValue &output,
                        const at::Tensor &target) {
-  if (options.loss == "none") {
-    if (output.isTuple() || output.isList())
-      throw RuntimeError(
-          "--loss none: forward must return the scalar loss alone, and it "
-          "returns several outputs; return only the loss, or return the "
-          "logits and train them with --loss cross_entropy or mse");
-    if (!output.isTensor() || output.toTensor().numel() != 1)
-      throw RuntimeError("--loss none: forward must return the scalar loss");
-    return output.toTensor().reshape({});
-  }
   // With several outputs (a tuple or a list) the loss is taken on the
-  // first, as test/models/common.py does.
+  // first, as test/models/common.py does; with --loss none the first is
+  // the loss itself (HuggingFace's `(loss, logits)`).
   c10::IValue first = output;
   if (output.isTuple() && !output.toTupleRef().elements().empty())
     first = output.toTupleRef().elements()[0];
   else if (output.isList() && !output.toListRef().empty())
     first = output.toListRef()[0];
+  if (options.loss == "none") {
+    if (!first.isTensor() || first.toTensor().numel() != 1)
+      throw RuntimeError("--loss none: forward must return the scalar loss, "
+                         "or a tuple or list whose first element is it");
+    return first.toTensor().reshape({});
+  }
   if (!first.isTensor())
     throw RuntimeError("--loss " + options.loss +
                        ": forward must return a tensor, or a tuple or list "

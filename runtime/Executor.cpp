@@ -245,7 +245,7 @@ private:
     for (int c = numStages - 1; c >= 0; --c) {
       Block &body = stages[c].getBody().front();
       inputGets[c] = ::pippy::argumentsReachingResults(body, wanted[c]);
-      if (c == outputStage && options.loss != "none") {
+      if (c == outputStage) {
         // computeLoss takes a tuple's or list's first element.
         Value out = body.getTerminator()->getOperand(outputIndices.at(0));
         Operation *def = out.getDefiningOp();

@@ -7,6 +7,7 @@ CASE is one of:
   sgd-momentum   SGD with momentum 0.9 and weight decay 1e-3
   clip           SGD with --clip-grad-norm 0.05
   loss-none      forward(input, target) returns its own MSE loss
+  loss-tuple     the same as (loss, output), HuggingFace's form
   aux            SGD with momentum and weight decay on a model with an
                  auxiliary head returned as a second output (not in the loss)
                  and a side branch detached after the split: PyTorch leaves
@@ -43,6 +44,8 @@ class Net(nn.Module):
 
     def forward(self, x, target=None):
         y = self.fc2(torch.tanh(self.fc1(x)))
+        if self.own_loss == "tuple":
+            return F.mse_loss(y, target), y
         if self.own_loss:
             return F.mse_loss(y, target)
         return y
@@ -67,9 +70,10 @@ def main():
     out, bindir, case = sys.argv[1:4]
     nproc = int(sys.argv[4]) if len(sys.argv) > 4 else 1
     schedule = sys.argv[5] if len(sys.argv) > 5 else "1f1b"
-    own = case == "loss-none"
+    own = case in ("loss-none", "loss-tuple")
     torch.manual_seed(0)
-    model = AuxNet() if case == "aux" else Net(own)
+    model = AuxNet() if case == "aux" else Net(
+        "tuple" if case == "loss-tuple" else own)
     g = torch.Generator().manual_seed(1)
     x = torch.randn(ROWS, 6, generator=g)
     if own:
@@ -89,6 +93,8 @@ def main():
                       "--clip-grad-norm", "0.05"],
              "loss-none": ["--optimizer", "sgd", "--lr", "0.1",
                            "--loss", "none"],
+             "loss-tuple": ["--optimizer", "sgd", "--lr", "0.1",
+                            "--loss", "none"],
              "aux": ["--optimizer", "sgd", "--lr", "0.05", "--momentum",
                      "0.9", "--weight-decay", "0.01"]}[case]
     if case == "adamw":
@@ -108,7 +114,8 @@ def main():
     with torch.no_grad():
         first_losses = torch.stack([model(x[m * MB:(m + 1) * MB],
                                           target[m * MB:(m + 1) * MB])
-                                    for m in range(M)]) if own else None
+                                    for m in range(M)]) \
+            if case == "loss-none" else None
 
     losses = []
     for step in range(STEPS):
@@ -117,7 +124,9 @@ def main():
         for m in range(M):
             idx = torch.arange(step * M * MB + m * MB,
                                step * M * MB + (m + 1) * MB) % ROWS
-            if own:
+            if case == "loss-tuple":
+                loss = model(x[idx], target[idx])[0]
+            elif own:
                 loss = model(x[idx], target[idx])
             elif case == "aux":
                 loss = F.cross_entropy(model(x[idx])[0], target[idx])
@@ -170,7 +179,7 @@ def main():
         kept = sorted(n for n in init if torch.equal(init[n], final[n]))
         print(f"{case} unchanged: {' '.join(kept)}")
     infer_ok = True
-    if own:
+    if case == "loss-none":
         st.save(f"{out}/{case}.first.safetensors",
                 {"input": x[:M * MB], "target": target[:M * MB]})
         subprocess.run([f"{bindir}/pippy-run", program, "--nproc", str(nproc),
