@@ -242,23 +242,29 @@ private:
       wanted[s].assign(stages[s]->getNumResults(), false);
     wanted[outputStage][outputIndices.at(0)] = true;
     std::vector<llvm::SmallVector<bool>> inputGets(numStages);
+    std::set<std::string> paramsWithGradient; // in some stage
     for (int c = numStages - 1; c >= 0; --c) {
       Block &body = stages[c].getBody().front();
-      inputGets[c] = ::pippy::argumentsReachingResults(body, wanted[c]);
-      if (c == outputStage) {
+      Operation *terminator = body.getTerminator();
+      SmallVector<Value> seeds;
+      for (auto [i, v] : llvm::enumerate(terminator->getOperands())) {
+        if (!wanted[c][i])
+          continue;
         // computeLoss takes a tuple's or list's first element.
-        Value out = body.getTerminator()->getOperand(outputIndices.at(0));
-        Operation *def = out.getDefiningOp();
-        if (def && def->getNumOperands() > 0 &&
-            isa<td::PrimTupleConstructOp, td::PrimListConstructOp>(def)) {
-          SmallVector<Value> seeds{def->getOperand(0)};
-          for (auto [i, v] :
-               llvm::enumerate(body.getTerminator()->getOperands()))
-            if (wanted[c][i] && i != outputIndices.at(0))
-              seeds.push_back(v);
-          inputGets[c] = ::pippy::argumentsReaching(body, seeds);
-        }
+        Operation *def = v.getDefiningOp();
+        if (c == outputStage && i == outputIndices.at(0) && def &&
+            def->getNumOperands() > 0 &&
+            isa<td::PrimTupleConstructOp, td::PrimListConstructOp>(def))
+          v = def->getOperand(0);
+        seeds.push_back(v);
       }
+      llvm::DenseSet<Value> reaching = ::pippy::valuesReaching(body, seeds);
+      for (BlockArgument arg : body.getArguments())
+        inputGets[c].push_back(reaching.contains(arg));
+      body.walk([&](pd::ParamOp op) {
+        if (reaching.contains(op.getResult()))
+          paramsWithGradient.insert(op.getName().str());
+      });
       for (unsigned i = 0; i < inputsOf[c].size(); ++i)
         if (inputsOf[c][i].stage >= 0 && inputGets[c][i])
           wanted[inputsOf[c][i].stage][inputsOf[c][i].index] = true;
@@ -274,6 +280,10 @@ private:
     if (ArrayAttr tied = pipeline.getTiedAttr())
       for (Attribute a : tied) {
         auto group = cast<pd::TiedGroupAttr>(a);
+        // No replica's use reaches the loss: PyTorch leaves the gradient
+        // None, so the group sums nothing and the weight keeps it None.
+        if (!paramsWithGradient.count(group.getName().str()))
+          tiedWithoutGradient.insert(group.getName().str());
         std::vector<int> members(group.getStages().begin(),
                                  group.getStages().end());
         topo.tiedGroups.push_back(members);
@@ -822,7 +832,7 @@ private:
   void allReduceTied() {
     for (auto &[name, group] : tiedComms) {
       at::Tensor p = params.at(name);
-      if (!p.requires_grad())
+      if (!p.requires_grad() || tiedWithoutGradient.count(name))
         continue;
       std::string what =
           where() + ": summing the gradients of tied weight '" + name + "'";
@@ -1501,6 +1511,8 @@ private:
   std::vector<Edge> recvEdges, sendEdges;
   /// Per stage input: whether it can get a gradient (argumentsReachingResults).
   std::vector<bool> inputGetsGrad;
+  /// Tied weights that no replica's use can give a gradient.
+  std::set<std::string> tiedWithoutGradient;
   int outputStage = -1;
   std::vector<unsigned> outputIndices;
   std::vector<std::pair<std::string, std::vector<int>>> tiedGroups;

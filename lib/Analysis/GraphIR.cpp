@@ -104,6 +104,14 @@ llvm::SmallVector<bool> argumentsReachingResults(Block &body,
 
 llvm::SmallVector<bool> argumentsReaching(Block &body,
                                           llvm::ArrayRef<Value> seeds) {
+  llvm::DenseSet<Value> reaching = valuesReaching(body, seeds);
+  llvm::SmallVector<bool> result;
+  for (BlockArgument arg : body.getArguments())
+    result.push_back(reaching.contains(arg));
+  return result;
+}
+
+llvm::DenseSet<Value> valuesReaching(Block &body, llvm::ArrayRef<Value> seeds) {
   llvm::DenseSet<Value> reaching;
   for (Value v : seeds)
     if (canCarryGradient(v.getType()))
@@ -124,10 +132,7 @@ llvm::SmallVector<bool> argumentsReaching(Block &body,
           reaching.insert(operand);
     });
   }
-  llvm::SmallVector<bool> result;
-  for (BlockArgument arg : body.getArguments())
-    result.push_back(reaching.contains(arg));
-  return result;
+  return reaching;
 }
 
 } // namespace pippy

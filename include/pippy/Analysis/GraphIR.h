@@ -13,6 +13,7 @@
 
 #include "mlir/IR/Location.h"
 #include "mlir/IR/Operation.h"
+#include "llvm/ADT/DenseSet.h"
 
 #include <optional>
 #include <string>
@@ -64,6 +65,12 @@ llvm::SmallVector<bool> argumentsReachingResults(mlir::Block &body,
 /// element's inputs get gradients.
 llvm::SmallVector<bool> argumentsReaching(mlir::Block &body,
                                           llvm::ArrayRef<mlir::Value> seeds);
+
+/// Every value of `body` (arguments and op results) with such a path to
+/// one of `seeds`, the seeds included: a parameter op's result outside it
+/// gets no gradient.
+llvm::DenseSet<mlir::Value> valuesReaching(mlir::Block &body,
+                                           llvm::ArrayRef<mlir::Value> seeds);
 
 /// The stage of `pipeline` with index `index`; null when there is none.
 mlir::pippy::StageOp getStage(mlir::pippy::PipelineOp pipeline, int64_t index);

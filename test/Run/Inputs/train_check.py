@@ -13,6 +13,8 @@ CASE is one of:
                  and a side branch detached after the split: PyTorch leaves
                  their gradients None, so neither decay nor momentum moves
                  them
+  auxtied        the same with a Linear applied in both stages (a tied
+                 weight when split) that feeds only the second output
 With NPROC 2 the model is split before fc2 and trained on two processes
 (SCHEDULE gpipe or 1f1b, default 1f1b): optimizer state stays on each stage,
 and --clip-grad-norm clips by the norm over both.
@@ -66,13 +68,27 @@ class AuxNet(nn.Module):
         return self.fc2(h) + s.detach(), a
 
 
+class AuxTiedNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(6, 16)
+        self.shared = nn.Linear(6, 6)
+        self.fc2 = nn.Linear(16, 3)
+
+    def forward(self, x):
+        h = torch.tanh(self.fc1(x))
+        a = self.shared(x)
+        return self.fc2(h), self.shared(a)
+
+
 def main():
     out, bindir, case = sys.argv[1:4]
     nproc = int(sys.argv[4]) if len(sys.argv) > 4 else 1
     schedule = sys.argv[5] if len(sys.argv) > 5 else "1f1b"
     own = case in ("loss-none", "loss-tuple")
     torch.manual_seed(0)
-    model = AuxNet() if case == "aux" else Net(
+    model = AuxNet() if case == "aux" else AuxTiedNet() \
+        if case == "auxtied" else Net(
         "tuple" if case == "loss-tuple" else own)
     g = torch.Generator().manual_seed(1)
     x = torch.randn(ROWS, 6, generator=g)
@@ -96,13 +112,15 @@ def main():
              "loss-tuple": ["--optimizer", "sgd", "--lr", "0.1",
                             "--loss", "none"],
              "aux": ["--optimizer", "sgd", "--lr", "0.05", "--momentum",
-                     "0.9", "--weight-decay", "0.01"]}[case]
+                     "0.9", "--weight-decay", "0.01"],
+             "auxtied": ["--optimizer", "sgd", "--lr", "0.05", "--momentum",
+                         "0.9", "--weight-decay", "0.01"]}[case]
     if case == "adamw":
         opt = torch.optim.AdamW(model.parameters(), lr=0.01)
     elif case == "sgd-momentum":
         opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9,
                               weight_decay=0.001)
-    elif case == "aux":
+    elif case in ("aux", "auxtied"):
         opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9,
                               weight_decay=0.01)
     else:
@@ -128,7 +146,7 @@ def main():
                 loss = model(x[idx], target[idx])[0]
             elif own:
                 loss = model(x[idx], target[idx])
-            elif case == "aux":
+            elif case in ("aux", "auxtied"):
                 loss = F.cross_entropy(model(x[idx])[0], target[idx])
             else:
                 loss = F.cross_entropy(model(x[idx]), target[idx])
@@ -173,7 +191,7 @@ def main():
         weights_ok &= err <= 1e-5 * scale
     print(f"{case} weights {'ok' if weights_ok else 'MISMATCH'}: worst "
           f"relative error {worst:.2e}")
-    if case == "aux":
+    if case in ("aux", "auxtied"):
         # The parameters without a gradient kept their initial values.
         init, _ = st.load(f"{out}/{case}.safetensors")
         kept = sorted(n for n in init if torch.equal(init[n], final[n]))
