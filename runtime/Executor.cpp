@@ -650,7 +650,8 @@ private:
           continue;
         at::Tensor g = in.grad();
         checkNoGradient(input, g);
-        mb.inputGrads[input] = g.defined() ? g : at::zeros_like(in);
+        if (inputGetsGrad[input]) // the others are not sent
+          mb.inputGrads[input] = g.defined() ? g : at::zeros_like(in);
       }
     // The activations of this micro-batch are no longer needed.
     mb.outputs.clear();
@@ -699,8 +700,9 @@ private:
     mb.inputGrads.assign(myInputs.size(), at::Tensor());
     for (size_t i = 0; i < firstParam; ++i) {
       checkNoGradient(inputIndex[i], result[i]);
-      mb.inputGrads[inputIndex[i]] =
-          result[i].defined() ? result[i] : at::zeros_like(wrt[i]);
+      if (inputGetsGrad[inputIndex[i]]) // the others are not sent
+        mb.inputGrads[inputIndex[i]] =
+            result[i].defined() ? result[i] : at::zeros_like(wrt[i]);
     }
     for (size_t i = firstParam; i < firstLinear; ++i) {
       if (!result[i].defined())

@@ -335,21 +335,20 @@ private:
     return td::TupleType::get(&context, elements);
   }
 
+  /// The elements of a tuple or a list.
+  static ArrayRef<c10::IValue> elementsOf(const c10::IValue &value) {
+    if (value.isTuple())
+      return value.toTupleRef().elements().asArrayRef();
+    return value.toListRef();
+  }
+
   /// A tuple or list whose elements are tensors or such tuples and lists.
   static bool isNestedTensors(const c10::IValue &value) {
-    if (value.isTuple()) {
-      for (const c10::IValue &e : value.toTupleRef().elements())
-        if (!e.isTensor() && !isNestedTensors(e))
-          return false;
-      return true;
-    }
-    if (value.isList()) {
-      for (const c10::IValue &e : value.toListRef())
-        if (!e.isTensor() && !isNestedTensors(e))
-          return false;
-      return true;
-    }
-    return false;
+    if (!value.isTuple() && !value.isList())
+      return false;
+    return llvm::all_of(elementsOf(value), [](const c10::IValue &e) {
+      return e.isTensor() || isNestedTensors(e);
+    });
   }
 
   /// Nested tuples and lists of tensors as one flat tuple of the tensors,
@@ -364,42 +363,32 @@ private:
             leaves.push_back(v);
             return;
           }
-          if (value.isTuple()) {
-            ArrayRef<c10::IValue> elements =
-                value.toTupleRef().elements().asArrayRef();
-            if (auto construct = v.getDefiningOp<td::PrimTupleConstructOp>()) {
-              for (auto [element, inner] :
-                   llvm::zip_equal(construct.getOperands(), elements))
-                collect(element, inner);
-              return;
+          ArrayRef<c10::IValue> elements = elementsOf(value);
+          Operation *def = v.getDefiningOp();
+          ValueRange parts;
+          if (def && (value.isTuple() ? isa<td::PrimTupleConstructOp>(def)
+                                      : isa<td::PrimListConstructOp>(def))) {
+            parts = def->getOperands();
+          } else if (value.isTuple()) {
+            parts = td::PrimTupleUnpackOp::create(
+                        builder, loc,
+                        cast<td::TupleType>(v.getType()).getContainedTypes(), v)
+                        .getResults();
+          } else {
+            // A list made by an op (`unbind`, `split`): its length and
+            // shapes are the traced ones, as for every other list the IR
+            // unpacks.
+            SmallVector<Type> types;
+            for (const c10::IValue &inner : elements) {
+              if (!inner.isTensor())
+                fail("forward returns a list of lists made by an op; return "
+                     "its tensors in a tuple instead");
+              types.push_back(getTensorType(inner.toTensor()));
             }
-            auto unpack = td::PrimTupleUnpackOp::create(
-                builder, loc,
-                cast<td::TupleType>(v.getType()).getContainedTypes(), v);
-            for (auto [element, inner] :
-                 llvm::zip_equal(unpack.getResults(), elements))
-              collect(element, inner);
-            return;
+            parts = td::PrimListUnpackOp::create(builder, loc, types, v)
+                        .getResults();
           }
-          ArrayRef<c10::IValue> elements = value.toListRef();
-          if (auto construct = v.getDefiningOp<td::PrimListConstructOp>()) {
-            for (auto [element, inner] :
-                 llvm::zip_equal(construct.getOperands(), elements))
-              collect(element, inner);
-            return;
-          }
-          // A list made by an op (`unbind`, `split`): its length and shapes
-          // are the traced ones, as for every other list the IR unpacks.
-          SmallVector<Type> types;
-          for (const c10::IValue &inner : elements) {
-            if (!inner.isTensor())
-              fail("forward returns a list of lists made by an op; return "
-                   "its tensors in a tuple instead");
-            types.push_back(getTensorType(inner.toTensor()));
-          }
-          auto unpack = td::PrimListUnpackOp::create(builder, loc, types, v);
-          for (auto [element, inner] :
-               llvm::zip_equal(unpack.getResults(), elements))
+          for (auto [element, inner] : llvm::zip_equal(parts, elements))
             collect(element, inner);
         };
     collect(tuple, concrete);
