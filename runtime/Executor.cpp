@@ -39,6 +39,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <optional>
 #include <set>
 #include <unistd.h>
@@ -637,11 +638,14 @@ private:
       // and the weight gradients follow once they are sent
       // (addHeldWeightGradients after the SEND_B).
       std::optional<WeightGradientQueue::Scope> hold;
-      if (sendsInputGradients)
-        hold.emplace(heldWeightGrads);
+      if (sendsInputGradients) {
+        heldWeightGrads.push_back({currentMicrobatch, {}});
+        hold.emplace(heldWeightGrads.back().queue);
+      }
       ::torch::autograd::backward(roots, grads);
+      if (sendsInputGradients && heldWeightGrads.back().queue.empty())
+        heldWeightGrads.pop_back();
     }
-    heldMicrobatch = currentMicrobatch;
     mb.inputGrads.assign(myInputs.size(), at::Tensor());
     for (const Edge &edge : recvEdges)
       for (const auto &[result, input] : edge.entries) {
@@ -784,23 +788,25 @@ private:
     mb.inputGrads.clear();
   }
 
-  /// The weight gradients that the last B held back until its input
-  /// gradients were sent (right after its SEND_B, or before the next
-  /// action that computes or waits for data). They are part of that B:
-  /// busy time, and a second trace event with its name.
-  void addHeldWeightGradients() {
-    if (heldWeightGrads.empty())
-      return;
-    Clock::time_point begin = Clock::now();
-    heldWeightGrads.run();
-    double seconds =
-        std::chrono::duration<double>(Clock::now() - begin).count();
-    busySeconds += seconds;
-    backwardSeconds += seconds;
-    if (!options.tracePath.empty())
-      events.push_back(
-          {sched::Action{sched::Op::Backward, rank, heldMicrobatch}.str(),
-           micros(begin), seconds * 1e6});
+  /// The weight gradients that B actions held back until their input
+  /// gradients were sent, oldest micro-batch first, until at most `keep`
+  /// micro-batches' remain. They are part of their B: busy time, and a
+  /// second trace event with its name.
+  void addHeldWeightGradients(size_t keep = 0) {
+    while (heldWeightGrads.size() > keep) {
+      HeldWeightGradients &held = heldWeightGrads.front();
+      Clock::time_point begin = Clock::now();
+      held.queue.run();
+      double seconds =
+          std::chrono::duration<double>(Clock::now() - begin).count();
+      busySeconds += seconds;
+      backwardSeconds += seconds;
+      if (!options.tracePath.empty())
+        events.push_back(
+            {sched::Action{sched::Op::Backward, rank, held.microbatch}.str(),
+             micros(begin), seconds * 1e6});
+      heldWeightGrads.pop_front();
+    }
   }
 
   /// Sums each replicated tied weight's gradient over its group. When the
@@ -994,8 +1000,19 @@ private:
       postReceives(mbs, /*training=*/true);
       int inflight = 0;
       for (const sched::Action &action : schedule.ranks[rank]) {
-        if (action.op != sched::Op::SendB && action.op != sched::Op::SendF)
-          addHeldWeightGradients(); // a B whose SEND_B comes later
+        switch (action.op) {
+        case sched::Op::SendF:
+        case sched::Op::SendB:
+          break;
+        case sched::Op::Forward:
+        case sched::Op::Backward:
+        case sched::Op::RecvF:
+        case sched::Op::RecvB:
+          addHeldWeightGradients(kHeldMicrobatches);
+          break;
+        default: // the weight gradients must be complete
+          addHeldWeightGradients();
+        }
         Clock::time_point begin = Clock::now();
         int m = action.microbatch;
         switch (action.op) {
@@ -1044,7 +1061,7 @@ private:
         }
         record(action, begin);
         if (action.op == sched::Op::SendB)
-          addHeldWeightGradients();
+          addHeldWeightGradients(kHeldMicrobatches);
       }
       addHeldWeightGradients();
       cursor = (cursor + M * mbRows) % data->rows();
@@ -1534,8 +1551,24 @@ private:
   /// Whether this stage sends gradients to a previous one; its fused
   /// linears' weight gradients then wait until they are sent.
   bool sendsInputGradients = false;
-  WeightGradientQueue heldWeightGrads;
-  int heldMicrobatch = 0;
+  /// The weight-gradient pass of micro-batch m waits until micro-batch
+  /// m + kHeldMicrobatches has sent its input gradients (the last ones run
+  /// before the optimizer step). Every input gradient after the first then
+  /// reaches the previous stage one pass sooner, and the postponed pass
+  /// fills the end of the step, where this stage would otherwise wait for
+  /// the previous stage's last B, optimizer step and next F. Holding more
+  /// than one would leave this stage idle early in the step instead
+  /// (bench/pipeline/hold_sim.py: 141.7 ms per step holding none, 135.1 ms
+  /// holding one, 138.6 ms holding two, with bench/pipeline's measured
+  /// times). It keeps one more micro-batch's linear inputs and output
+  /// gradients alive. Each weight still adds its gradients in micro-batch
+  /// order, so they keep their bits.
+  static constexpr size_t kHeldMicrobatches = 1;
+  struct HeldWeightGradients {
+    int microbatch;
+    WeightGradientQueue queue;
+  };
+  std::deque<HeldWeightGradients> heldWeightGrads;
   std::vector<Program::Linear> linears; // deferred weight gradients
   std::set<std::string> deferred;
   std::vector<int> captureSlots;
