@@ -24,6 +24,26 @@ using namespace mlir::pippy;
 // ParamOp
 //===----------------------------------------------------------------------===//
 
+ParseResult ParamOp::parse(OpAsmParser &parser, OperationState &result) {
+  StringAttr name;
+  Type type;
+  if (parser.parseAttribute(name, parser.getBuilder().getNoneType()) ||
+      parser.parseOptionalAttrDict(result.attributes) || parser.parseColon() ||
+      parser.parseType(type))
+    return failure();
+  result.getOrAddProperties<Properties>().name = name;
+  result.addTypes(type);
+  return success();
+}
+
+void ParamOp::print(OpAsmPrinter &p) {
+  p << ' ';
+  p.printAttributeWithoutType(getNameAttr());
+  p.printOptionalAttrDict((*this)->getDiscardableAttrDictionary().getValue());
+  p << " : ";
+  p.printType(getType());
+}
+
 LogicalResult ParamOp::verify() {
   if (getName().empty())
     return emitOpError("has an empty name");

@@ -32,7 +32,10 @@ def Pippy_ParamOp : Pippy_Op<"param", [Pure]> {
   }];
   let arguments = (ins StrAttr:$name);
   let results = (outs AnyType:$result);
-  let assemblyFormat = "$name attr-dict `:` type($result)";
+  // `$name attr-dict : type($result)`, written by hand: the generated
+  // printer builds the op's whole attribute dictionary (a uniqued attribute)
+  // for every parameter it prints.
+  let hasCustomAssemblyFormat = 1;
   let hasVerifier = 1;
 }
 

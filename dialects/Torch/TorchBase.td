@@ -51,6 +51,12 @@ def Torch_Dialect : Dialect {
 
   private:
     void registerTypes();
+
+    /// Types parsed so far, by their text (`vtensor<[4,16],f32>`): a large
+    /// graph spells a few hundred distinct types hundreds of thousands of
+    /// times.
+    mutable ::llvm::StringMap<::mlir::Type> parsedTypes;
+    mutable ::std::mutex parsedTypesMutex;
   }];
 }
 

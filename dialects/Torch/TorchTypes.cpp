@@ -48,7 +48,23 @@ void mlir::torch::printTorchDialectType(Type type, AsmPrinter &printer) {
 }
 
 Type TorchDialect::parseType(DialectAsmParser &parser) const {
-  return parseTorchDialectType(parser);
+  // The parser moves past the type's text itself once this returns, so a
+  // text seen before needs no second parse. Text that names an alias
+  // (`#enc`, `!t`) can mean another type in another file: always parsed.
+  StringRef spec = parser.getFullSymbolSpec();
+  bool cacheable = !spec.contains('#') && !spec.contains('!');
+  if (cacheable) {
+    std::lock_guard<std::mutex> lock(parsedTypesMutex);
+    auto it = parsedTypes.find(spec);
+    if (it != parsedTypes.end())
+      return it->second;
+  }
+  Type type = parseTorchDialectType(parser);
+  if (type && cacheable) {
+    std::lock_guard<std::mutex> lock(parsedTypesMutex);
+    parsedTypes.try_emplace(spec, type);
+  }
+  return type;
 }
 
 void TorchDialect::printType(Type type, DialectAsmPrinter &printer) const {

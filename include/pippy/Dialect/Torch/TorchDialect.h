@@ -18,6 +18,9 @@
 #include "mlir/Interfaces/CastInterfaces.h"
 #include "mlir/Interfaces/ControlFlowInterfaces.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <mutex>
 
 #include "dialects/Torch/TorchDialect.h.inc"
 
