@@ -72,7 +72,7 @@ struct Edge {
   std::vector<std::pair<unsigned, unsigned>> entries;
   std::vector<TensorSpec> specs;
   /// Per entry: whether the consumer's input can get a gradient at all
-  /// (argumentsReachingResults). Gradients that autograd can only leave
+  /// (pippy::valuesReaching). Gradients that autograd can only leave
   /// undefined are neither computed as zeros nor sent: a parameter whose
   /// gradient is None stays untouched by weight decay and momentum, as in
   /// PyTorch.
@@ -1528,7 +1528,7 @@ private:
   std::vector<TensorSpec> argSpecs;
   std::vector<Source> myInputs;
   std::vector<Edge> recvEdges, sendEdges;
-  /// Per stage input: whether it can get a gradient (argumentsReachingResults).
+  /// Per stage input: whether it can get a gradient (pippy::valuesReaching).
   std::vector<bool> inputGetsGrad;
   /// Tied weights that no replica's use can give a gradient.
   std::set<std::string> tiedWithoutGradient;
