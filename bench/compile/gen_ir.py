@@ -14,8 +14,8 @@ Each block is 51 ops: 17 `pippy.param` (16 parameters and the mask buffer) and
 ops in the function body (`--blocks 2000` is 102,007 ops). The text is what pippy-import prints for the
 traced model: parameters first (then buffers), constants where TorchScript
 puts them, SSA names as MLIR's printer makes them unique, and every op's
-module path as a `NameLoc` alias (`#locN = loc("h.3.attn.q")`) listed at the
-end of the file, so `gen_ir.py --blocks 2 --source m.pt --weights
+module path as a `NameLoc` alias (`#locN = loc("h.3.attn.q")`) defined at the
+top of the file, so `gen_ir.py --blocks 2 --source m.pt --weights
 m.safetensors` is byte for byte `pippy-import m.pt --input-shapes 2x16x64xf32
 -o m.mlir --weights m.safetensors` for that model (check_gen.py verifies it).
 
@@ -211,14 +211,14 @@ def generate(blocks, width, seq, batch, source, weights):
     x = layer_norm(x, lnf_w, lnf_b, "ln_f")
 
     src = '"%s":0:0' % source
-    out = ["#loc = loc(%s)\n" % src,
-           'module attributes {pippy.weights = "%s"} {\n' % weights,
-           "  func.func @forward(%%arg0: %s loc(%s)) -> %s {\n" % (x_t, src, x_t)]
+    out = ["#loc = loc(%s)\n" % src]
+    for path, n in w.locs.items():
+        out.append('#loc%d = loc("%s")\n' % (n, path))
+    out += ['module attributes {pippy.weights = "%s"} {\n' % weights,
+            "  func.func @forward(%%arg0: %s loc(%s)) -> %s {\n" % (x_t, src, x_t)]
     out += w.lines
     out.append("    return %s : %s loc(#loc)\n" % (x, x_t))
     out.append("  } loc(#loc)\n} loc(#loc)\n")
-    for path, n in w.locs.items():
-        out.append('#loc%d = loc("%s")\n' % (n, path))
     return "".join(out), len(w.lines)
 
 

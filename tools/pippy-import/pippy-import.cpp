@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "pippy/Import/TorchScript.h"
+#include "pippy/Support/AsmText.h"
 
 #include "mlir/Bytecode/BytecodeWriter.h"
 #include "mlir/IR/MLIRContext.h"
@@ -83,10 +84,18 @@ int main(int argc, char **argv) {
     output->keep();
     return 0;
   }
-  // Module paths are locations: print them so passes can split by path.
+  // Module paths are locations: print them so passes can split by path,
+  // their aliases first so that readers resolve each use at once. The
+  // importer has verified the module.
   mlir::OpPrintingFlags flags;
   flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false);
-  (*module)->print(output->os(), flags);
+  flags.assumeVerified();
+  std::string text;
+  {
+    llvm::raw_string_ostream os(text);
+    (*module)->print(os, flags);
+  }
+  output->os() << pippy::hoistLocationAliases(text);
   output->keep();
   return 0;
 }

@@ -37,6 +37,22 @@ int main(int argc, char **argv) {
     asked |= llvm::StringRef(arg).starts_with("--mlir-print-op-on-diagnostic");
   if (!asked)
     args.insert(args.begin() + 1, quiet.data());
+  // The parser verifies its input and the pass manager each pass's output,
+  // so printing need not verify the result once more (on a 100k-op IR that
+  // is a fifth of the printing time). When either verification is turned
+  // off, the printer keeps its own.
+  std::string assumeVerified = "--mlir-print-assume-verified";
+  bool unverified = false;
+  for (char *arg : args) {
+    llvm::StringRef a(arg);
+    unverified |= a.starts_with("--mlir-print-assume-verified") ||
+                  a.starts_with("-mlir-print-assume-verified") ||
+                  a.contains("verify-each=0") ||
+                  a.contains("verify-each=false") ||
+                  a.contains("disable-verifier-on-parsing");
+  }
+  if (!unverified)
+    args.insert(args.begin() + 1, assumeVerified.data());
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(static_cast<int>(args.size()), args.data(),
                         "pippy compiler driver\n", registry));
