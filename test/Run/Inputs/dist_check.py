@@ -213,10 +213,14 @@ def fail_rank(out, bindir, sig):
     rank0 = [line for line in errors if line.startswith("[rank0]")]
     # Rank 0 must have noticed by itself, naming rank 1, within the timeout
     # (a kill closes the connection at once; a stopped rank runs into it).
-    limit = timeout + 5
+    # The launcher then leaves the other ranks the timeout + 10 s to end on
+    # their own before it kills them (a stopped rank never does), so a hung
+    # rank ends the run about 2 x timeout + 10 s after it stopped; the bound
+    # adds 12 s for a loaded machine.
+    limit = 2 * timeout + 10 + 12
     print(f"rank 0 noticed: {'yes' if rank0 else 'no'}; "
-          f"run ended {'within' if elapsed < limit + 12 else 'after'} the "
-          "timeout")
+          f"run ended {'within' if elapsed < limit else 'after'} the "
+          f"timeout ({elapsed:.1f} s after the signal, bound {limit} s)")
     return proc.returncode != 0 and rank0 and "rank 1" in rank0[0]
 
 
