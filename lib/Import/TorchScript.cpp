@@ -189,11 +189,9 @@ private:
   /// Parameters and buffers in named_parameters()/named_buffers() order; a
   /// tensor reachable under several names is stored once, under its first.
   void collectParameters(jit::Module &module) {
-    // A tensor reached under several names (a tied weight) is recorded once,
-    // under the first name; the others become aliases of it. Two names alias
-    // when they hold the same tensor, or views of the same data with the same
-    // shape, strides and dtype. Candidates are looked up by data pointer, so
-    // that a model with many parameters is not compared pairwise.
+    // Two names alias when they hold the same tensor, or views of the same
+    // data with the same shape, strides and dtype. Candidates are looked up
+    // by data pointer, so that many parameters are not compared pairwise.
     std::unordered_map<const void *, SmallVector<std::string, 1>> byData;
     auto record = [&](const std::string &name, const at::Tensor &tensor) {
       auto &sameData = byData[tensor.data_ptr()];

@@ -4,7 +4,8 @@
 // after the top-level operation. Its parser then makes a placeholder location
 // for every use it meets before the definition and rewrites all of them once
 // the file ends. Defined before the operation, each use resolves on the spot:
-// on a 102k-op model IR that reads the text about a fifth faster.
+// on a 102k-op model IR, parsing and printing took about a fifth less time
+// (bench/RESULTS.md, session 10).
 //
 //===----------------------------------------------------------------------===//
 
