@@ -17,9 +17,6 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 
-#include <string>
-#include <vector>
-
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   registry.insert<mlir::func::FuncDialect, mlir::arith::ArithDialect,
@@ -28,32 +25,27 @@ int main(int argc, char **argv) {
                   mlir::torch::TorchDialect, mlir::pippy::PippyDialect>();
   mlir::pippy::registerPippyPasses();
   mlir::pippy::registerPippyPipelines();
+  auto [inputFile, outputFile] = mlir::registerAndParseCLIOptions(
+      argc, argv, "pippy compiler driver\n", registry);
+  // Defaults that differ from mlir-opt's, set on the parsed options unless
+  // the command line gave them.
+  auto setDefault = [](llvm::StringRef name, bool value) {
+    auto *opt = static_cast<llvm::cl::opt<bool> *>(
+        llvm::cl::getRegisteredOptions().lookup(name));
+    if (opt && opt->getNumOccurrences() == 0)
+      opt->setValue(value);
+  };
   // A failing pass names its problem and location; dumping the whole
   // function after it only buries the message. Users can ask for it back.
-  std::vector<char *> args(argv, argv + argc);
-  std::string quiet = "--mlir-print-op-on-diagnostic=false";
-  bool asked = false;
-  for (char *arg : args)
-    asked |= llvm::StringRef(arg).starts_with("--mlir-print-op-on-diagnostic");
-  if (!asked)
-    args.insert(args.begin() + 1, quiet.data());
+  setDefault("mlir-print-op-on-diagnostic", false);
   // The parser verifies its input and the pass manager each pass's output,
   // so printing need not verify the result once more (on a 100k-op IR that
   // is a fifth of the printing time). When either verification is turned
   // off, the printer keeps its own.
-  std::string assumeVerified = "--mlir-print-assume-verified";
-  bool unverified = false;
-  for (char *arg : args) {
-    llvm::StringRef a(arg);
-    unverified |= a.starts_with("--mlir-print-assume-verified") ||
-                  a.starts_with("-mlir-print-assume-verified") ||
-                  a.contains("verify-each=0") ||
-                  a.contains("verify-each=false") ||
-                  a.contains("disable-verifier-on-parsing");
-  }
-  if (!unverified)
-    args.insert(args.begin() + 1, assumeVerified.data());
+  mlir::MlirOptMainConfig config =
+      mlir::MlirOptMainConfig::createFromCLOptions();
+  if (config.shouldVerifyPasses() && config.shouldVerifyOnParsing())
+    setDefault("mlir-print-assume-verified", true);
   return mlir::asMainReturnCode(
-      mlir::MlirOptMain(static_cast<int>(args.size()), args.data(),
-                        "pippy compiler driver\n", registry));
+      mlir::MlirOptMain(argc, argv, inputFile, outputFile, registry));
 }
