@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "pippy/Import/TorchScript.h"
+#include "pippy/Support/Allocator.h"
 #include "pippy/Support/AsmText.h"
 
 #include "mlir/Bytecode/BytecodeWriter.h"
@@ -47,6 +48,7 @@ static int fail(const Twine &message) {
 }
 
 int main(int argc, char **argv) {
+  pippy::useLargeAllocatorPages();
   InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(importCategory);
   cl::ParseCommandLineOptions(

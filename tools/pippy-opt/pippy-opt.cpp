@@ -9,6 +9,7 @@
 #include "pippy/Dialect/Pippy/PippyDialect.h"
 #include "pippy/Dialect/Torch/TorchDialect.h"
 #include "pippy/Passes/Passes.h"
+#include "pippy/Support/Allocator.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -18,6 +19,7 @@
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 
 int main(int argc, char **argv) {
+  pippy::useLargeAllocatorPages();
   mlir::DialectRegistry registry;
   registry.insert<mlir::func::FuncDialect, mlir::arith::ArithDialect,
                   mlir::tensor::TensorDialect, mlir::linalg::LinalgDialect,
