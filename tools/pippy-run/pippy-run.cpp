@@ -10,6 +10,7 @@
 
 #include "pippy/Runtime/Launcher.h"
 #include "pippy/Runtime/Run.h"
+#include "pippy/Support/Allocator.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
@@ -97,6 +98,7 @@ static cl::opt<std::string> scheduleFile(
              "line per rank, `rank0: 0F0 0SEND_F0 ...`)"));
 
 int main(int argc, char **argv) {
+  pippy::keepFreedMemory();
   std::vector<std::string> args(argv, argv + argc);
   InitLLVM init(argc, argv);
   cl::ParseCommandLineOptions(argc, argv,

@@ -1,5 +1,4 @@
-//===- Allocator.h - Allocator settings of pippy's compiler tools -*- C++
-//-*-===//
+//===- Allocator.h - Allocator settings of pippy's tools --------*- C++ -*-===//
 //
 // pippy-opt and pippy-import link mimalloc (see the top-level CMakeLists.txt).
 // On a 100k-op model most of their memory is MLIR's operations, uniqued
@@ -17,6 +16,9 @@
 
 #include <cstdlib>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #ifdef PIPPY_USE_MIMALLOC
 #include <cstdint>
 #include <cstdio>
@@ -52,6 +54,27 @@ inline void useLargeAllocatorPages() {
     }
   }
   std::fclose(maps);
+#endif
+}
+
+/// For pippy-run, which keeps glibc's allocator (libtorch's tensors come from
+/// it). glibc maps each block above its threshold (128 KiB at first, raised
+/// to the largest block freed) on its own and returns the heap's free top
+/// to the kernel past twice that. A training step that frees and allocates
+/// tensors of a few MiB, as `--defer-weight-grads` and
+/// `--autograd-weight-grads` do, then faults in every page of them again:
+/// 17k page faults a step, half the step's time, on the pipeline bench's
+/// model (bench/RESULTS.md, "Session 11"). Blocks up to 32 MiB (glibc's
+/// largest setting) now come from the heap, and up to 1 GiB of free heap is
+/// kept for the next step. A process holds on to its peak use, which a
+/// training step reaches again anyway. GLIBC_TUNABLES, when set, is left to
+/// decide.
+inline void keepFreedMemory() {
+#if defined(__GLIBC__)
+  if (std::getenv("GLIBC_TUNABLES"))
+    return;
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
 #endif
 }
 
