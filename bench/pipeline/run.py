@@ -28,8 +28,10 @@ Every process has one intra-op thread (OMP_NUM_THREADS=1) and the same
 environment (OpenBLAS, OPENBLAS_CORETYPE as set). A step's time is the
 slowest rank's. The first `--warmup` steps of every run are dropped; the
 medians are over the remaining steps of all rounds. Prints a table with the
-ratios the project's targets are stated in, and the measured bubble
-fraction of pippy's runs next to (p-1)/(m+p-1).
+ratios the project's targets are stated in, the measured bubble
+fraction of pippy's runs next to (p-1)/(m+p-1), and the two targets'
+ratios per round, from each round's medians of configurations that ran
+back to back.
 """
 import argparse
 import json
@@ -93,30 +95,35 @@ def main():
             return m["step_times_s"], m["losses"], None
         return run
 
+    # Each compared pair runs back to back within a round (torch-gpipe then
+    # pippy-gpipe, torch-1f1b, pippy-1f1b then pippy-single, ...), so that
+    # the per-round ratios printed at the end see the machine alike.
     configs = {
         "torch-single": torch_mode("single"),
         "torch-gpipe": torch_mode("gpipe"),
-        "torch-1f1b": torch_mode("1f1b"),
-        "pippy-single": pippy("model.mlir", []),
-        "pippy-single-ag": pippy("model.mlir", ["--autograd-weight-grads"]),
-        "pippy-single-dw": pippy("pipe1.mlir", ["--defer-weight-grads"]),
         "pippy-gpipe": pippy("pipe2.mlir", ["--nproc", "2", "--schedule",
                                             "gpipe"]),
+        "torch-1f1b": torch_mode("1f1b"),
         "pippy-1f1b": pippy("pipe2.mlir", ["--nproc", "2", "--schedule",
                                            "1f1b"]),
+        "pippy-single": pippy("model.mlir", []),
+        "pippy-single-ag": pippy("model.mlir", ["--autograd-weight-grads"]),
         "pippy-1f1b-ag": pippy("pipe2.mlir", ["--nproc", "2", "--schedule",
                                               "1f1b",
                                               "--autograd-weight-grads"]),
+        "pippy-single-dw": pippy("pipe1.mlir", ["--defer-weight-grads"]),
         "pippy-1f1b-dw": pippy("pipe2.mlir", ["--nproc", "2", "--schedule",
                                               "1f1b", "--defer-weight-grads"]),
     }
     times = {k: [] for k in configs}
+    round_medians = {k: [] for k in configs}
     bubbles = {k: [] for k in configs}
     losses = {}
     for r in range(args.rounds):
         for name, run in configs.items():
             t, l, bubble = run(f"{w}/{name}.{r}.json")
             times[name] += t[args.warmup:]
+            round_medians[name].append(statistics.median(t[args.warmup:]))
             losses[name] = l
             if bubble is not None:
                 bubbles[name].append(bubble)
@@ -158,6 +165,20 @@ def main():
             "  (target >= %.2f: %s)" % (target, "met" if value >= target
                                         else "NOT met"))
         print(f"{label:58s} {value:6.3f}{verdict}")
+    # The two targets again, paired within each round: the machine's speed
+    # drifts between rounds by more than the ratios' own spread.
+    paired = {
+        "pippy-1f1b vs torch-1f1b": [
+            a / b for a, b in zip(round_medians["torch-1f1b"],
+                                  round_medians["pippy-1f1b"])],
+        "fraction of ideal over pippy-single": [
+            a / b / ideal for a, b in zip(round_medians["pippy-single"],
+                                          round_medians["pippy-1f1b"])],
+    }
+    print("\nper round (each round's medians, the pair run back to back):")
+    for label, values in paired.items():
+        print(f"  {label:36s} " + " ".join(f"{v:.3f}" for v in values) +
+              f"  (median {statistics.median(values):.3f})")
     # Same data, same model: every configuration's losses agree.
     ref = losses["torch-single"]
     worst = max(abs(a - b) / abs(b) for k in losses
@@ -166,7 +187,8 @@ def main():
     if args.out:
         json.dump({"median_s": med, "steps": {k: len(v) for k, v in
                                               times.items()},
-                   "bubble": bubbles, "ratios": {l: v for l, v, _ in rows}},
+                   "bubble": bubbles, "ratios": {l: v for l, v, _ in rows},
+                   "round_medians_s": round_medians, "paired": paired},
                   open(args.out, "w"), indent=1)
 
 
