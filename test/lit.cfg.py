@@ -23,3 +23,7 @@ tool_dirs = [config.pippy_tools_dir, config.llvm_tools_dir, "/usr/lib/llvm-22/bi
 llvm_config.add_tool_substitutions(["pippy-opt", "pippy-import", "pippy-run"], tool_dirs)
 llvm_config.with_environment("PATH", config.pippy_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", "/usr/lib/llvm-22/bin", append_path=True)
+
+# The tools link LLVM's static components, not libLLVM.so (PIPPY_STATIC_LLVM).
+if config.pippy_static_llvm == "ON":
+    config.available_features.add("static-llvm")
