@@ -13,6 +13,7 @@
 #include "mlir/Parser/Parser.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
@@ -150,8 +151,15 @@ OwningOpRef<ModuleOp> parseProgram(MLIRContext &context,
   std::string diagnostics;
   llvm::raw_string_ostream os(diagnostics);
   SourceMgrDiagnosticHandler handler(sourceMgr, &context, os);
+  // Opened here so that a missing file is named as pippy-opt names it,
+  // without a diagnostic location.
+  auto buffer = llvm::MemoryBuffer::getFileOrSTDIN(path);
+  if (!buffer)
+    throw RuntimeError("cannot open input file '" + path +
+                       "': " + buffer.getError().message());
+  sourceMgr.AddNewSourceBuffer(std::move(*buffer), llvm::SMLoc());
   OwningOpRef<ModuleOp> module =
-      parseSourceFile<ModuleOp>(path, sourceMgr, ParserConfig(&context));
+      parseSourceFile<ModuleOp>(sourceMgr, ParserConfig(&context));
   if (!module)
     throw RuntimeError(diagnostics.empty() ? "cannot read " + path
                                            : diagnostics);
