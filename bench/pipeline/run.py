@@ -128,8 +128,7 @@ def main():
             if bubble is not None:
                 bubbles[name].append(bubble)
             print(f"round {r + 1}/{args.rounds} {name:16s} median "
-                  f"{statistics.median(t[args.warmup:]) * 1e3:8.1f} ms",
-                  flush=True)
+                  f"{round_medians[name][-1] * 1e3:8.1f} ms", flush=True)
 
     med = {k: statistics.median(v) for k, v in times.items()}
     ideal = 2 * M / (M + 1)
