@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "SplitSteps.h"
 #include "pippy/Analysis/GraphIR.h"
 #include "pippy/Dialect/Pippy/PippyDialect.h"
 #include "pippy/Passes/Passes.h"
@@ -54,236 +55,247 @@ void forEachExternalUse(Operation *op, llvm::function_ref<void(Value)> fn) {
   });
 }
 
+} // namespace
+
+LogicalResult pd::outlineStages(func::FuncOp func, bool singleStage,
+                                bool &changed) {
+  changed = false;
+  if (func.isExternal())
+    return success();
+  Block &body = func.getBody().front();
+  auto ret = dyn_cast<func::ReturnOp>(body.getTerminator());
+  if (!ret)
+    return func.emitOpError("must end in func.return to be outlined");
+  bool hasMarker = llvm::any_of(
+      body, [](Operation &op) { return isa<pd::SplitPointOp>(op); });
+  bool hasPipeline =
+      llvm::any_of(body, [](Operation &op) { return isa<pd::PipelineOp>(op); });
+  if (hasPipeline || (!hasMarker && !singleStage)) {
+    // Already outlined, or a graph IR without split points: it stays one
+    // stage, unchanged.
+    return success();
+  }
+
+  // Assign each op to a stage.
+  SmallVector<StagePlan> stages(1);
+  llvm::DenseMap<Operation *, unsigned> stageOf;
+  SmallVector<Operation *> markers;
+  for (Operation &op : body.without_terminator()) {
+    if (auto marker = dyn_cast<pd::SplitPointOp>(op)) {
+      if (stages.back().ops.empty()) {
+        marker.emitOpError("leaves stage ")
+            << stages.size() - 1
+            << " empty: no op lies between it and the previous split point "
+               "or the start of the function";
+        return failure();
+      }
+      stages.back().marker = marker;
+      markers.push_back(marker);
+      stages.emplace_back();
+      continue;
+    }
+    if (::pippy::isReplicable(&op))
+      continue;
+    stageOf[&op] = stages.size() - 1;
+    stages.back().ops.push_back(&op);
+  }
+  if (stages.back().ops.empty()) {
+    markers.back()->emitOpError("leaves stage ")
+        << stages.size() - 1
+        << " empty: no op follows it before the end of the function";
+    return failure();
+  }
+
+  // Which values each stage receives and sends.
+  auto producerStage = [&](Value v) -> std::optional<unsigned> {
+    Operation *def = v.getDefiningOp();
+    if (!def)
+      return std::nullopt;
+    auto it = stageOf.find(def);
+    if (it == stageOf.end())
+      return std::nullopt;
+    return it->second;
+  };
+  for (auto [s, stage] : llvm::enumerate(stages)) {
+    for (Operation *op : stage.ops) {
+      bool crossesBadly = false;
+      forEachExternalUse(op, [&](Value v) {
+        if (Operation *def = v.getDefiningOp();
+            def && ::pippy::isReplicable(def))
+          return;
+        std::optional<unsigned> from = producerStage(v);
+        if (crossesBadly || (from && *from == s))
+          return;
+        if (from && !isa<torch::BaseTensorType>(v.getType())) {
+          v.getDefiningOp()->emitOpError("result of type ")
+              << v.getType() << " is made in stage " << *from
+              << " and used in stage " << s
+              << "; only tensors can cross stages";
+          crossesBadly = true;
+          return;
+        }
+        if (from && ::pippy::hasDataDependentShape(v)) {
+          v.getDefiningOp()->emitOpError("result ")
+              << cast<OpResult>(v).getResultNumber()
+              << " has a shape that depends on the data; it is made in "
+                 "stage "
+              << *from << " and used in stage " << s
+              << ", but only tensors of static shape can cross stages";
+          crossesBadly = true;
+          return;
+        }
+        stage.inputs.insert(v);
+        if (from)
+          stages[*from].results.insert(v);
+      });
+      if (crossesBadly)
+        return failure();
+    }
+  }
+  // The pipeline's results all come from the last stage, where the loss
+  // is taken: one made earlier is sent there (as a skip connection) and
+  // passed through.
+  unsigned last = stages.size() - 1;
+  for (Value v : ret.getOperands())
+    if (std::optional<unsigned> from = producerStage(v)) {
+      stages[*from].results.insert(v);
+      if (*from != last) {
+        stages[last].inputs.insert(v);
+        stages[last].results.insert(v);
+      }
+    }
+
+  // Results in definition order (all are results of ops in the body).
+  for (StagePlan &stage : stages) {
+    SmallVector<Value> sorted(stage.results.begin(), stage.results.end());
+    llvm::stable_sort(sorted, [&](Value a, Value b) {
+      auto ra = cast<OpResult>(a), rb = cast<OpResult>(b);
+      if (ra.getOwner() != rb.getOwner())
+        return ra.getOwner()->isBeforeInBlock(rb.getOwner());
+      return ra.getResultNumber() < rb.getResultNumber();
+    });
+    stage.results = llvm::SetVector<Value>(sorted.begin(), sorted.end());
+  }
+
+  // Build the pipeline before the return.
+  OpBuilder builder(ret);
+  Location loc = func.getLoc();
+  auto pipeline = pd::PipelineOp::create(builder, loc, ret.getOperandTypes(),
+                                         /*tied=*/nullptr);
+  Block *pipelineBody = builder.createBlock(&pipeline.getBody());
+  builder.setInsertionPointToEnd(pipelineBody);
+
+  llvm::DenseMap<Value, Value> sent; // value -> stage result carrying it
+  llvm::MapVector<StringRef, SmallVector<int64_t>> paramStages;
+  for (auto [s, stage] : llvm::enumerate(stages)) {
+    SmallVector<Value> operands;
+    for (Value v : stage.inputs)
+      operands.push_back(sent.count(v) ? sent[v] : v);
+    SmallVector<Type> resultTypes;
+    for (Value v : stage.results)
+      resultTypes.push_back(v.getType());
+    Location stageLoc =
+        stage.marker ? stage.marker->getLoc() : stage.ops.front()->getLoc();
+    auto stageOp = pd::StageOp::create(builder, stageLoc, resultTypes,
+                                       builder.getI64IntegerAttr(s), operands);
+    OpBuilder inner(func.getContext());
+    Block *block = inner.createBlock(&stageOp.getBody());
+    IRMapping map;
+    for (Value v : stage.inputs)
+      map.map(v, block->addArgument(v.getType(), v.getLoc()));
+
+    // Copies of parameters and constants, made at first use. Parameter
+    // ops of one name (a resource Torch-MLIR reads through several
+    // literals) share one copy per stage.
+    llvm::StringMap<Value> paramCopies;
+    std::function<void(Value)> copy = [&](Value v) {
+      if (map.contains(v))
+        return;
+      Operation *def = v.getDefiningOp();
+      auto param = dyn_cast<pd::ParamOp>(def);
+      if (param)
+        if (Value existing = paramCopies.lookup(param.getName())) {
+          map.map(v, existing);
+          return;
+        }
+      for (Value operand : def->getOperands())
+        copy(operand);
+      Operation *clone = inner.clone(*def, map);
+      if (param) {
+        paramCopies[param.getName()] = clone->getResult(0);
+        SmallVector<int64_t> &users = paramStages[param.getName()];
+        if (users.empty() || users.back() != (int64_t)s)
+          users.push_back(s);
+      }
+    };
+    // The stage's ops move into the region (no copy: they belong to this
+    // stage alone); what they read from outside is remapped to the block's
+    // arguments and to the copies above.
+    for (Operation *op : stage.ops) {
+      forEachExternalUse(op, [&](Value v) {
+        if (Operation *def = v.getDefiningOp();
+            def && ::pippy::isReplicable(def))
+          copy(v);
+      });
+      op->moveBefore(block, block->end());
+      op->walk([&](Operation *inner) {
+        for (OpOperand &operand : inner->getOpOperands())
+          if (Value mapped = map.lookupOrNull(operand.get()))
+            operand.set(mapped);
+      });
+    }
+    SmallVector<Value> yielded;
+    // A result passed through the stage is one of its arguments.
+    for (Value v : stage.results)
+      yielded.push_back(map.lookupOrDefault(v));
+    pd::YieldOp::create(inner, stageLoc, yielded);
+    for (auto [i, v] : llvm::enumerate(stage.results))
+      sent[v] = stageOp.getResult(i);
+  }
+
+  SmallVector<Value> outputs;
+  for (Value v : ret.getOperands())
+    outputs.push_back(sent.count(v) ? sent[v] : v);
+  pd::YieldOp::create(builder, loc, outputs);
+
+  SmallVector<Attribute> groups;
+  for (auto &[name, users] : paramStages)
+    if (users.size() > 1)
+      groups.push_back(pd::TiedGroupAttr::get(func.getContext(), name, users));
+  if (!groups.empty())
+    pipeline.setTiedAttr(builder.getArrayAttr(groups));
+
+  for (unsigned i = 0, e = ret.getNumOperands(); i < e; ++i)
+    ret.setOperand(i, pipeline.getResult(i));
+
+  // Remove what was outlined; parameters and constants still used outside
+  // the pipeline (returned directly) stay.
+  SmallVector<Operation *> dead;
+  for (Operation &op : body.without_terminator())
+    if (&op != pipeline.getOperation())
+      dead.push_back(&op);
+  for (Operation *op : llvm::reverse(dead)) {
+    if (!op->use_empty() && ::pippy::isReplicable(op))
+      continue;
+    op->dropAllUses();
+    op->erase();
+  }
+  changed = true;
+  return success();
+}
+
+namespace {
+
 struct OutlineStagesPass
     : public pd::impl::PippyOutlineStagesBase<OutlineStagesPass> {
   using Base::Base;
 
   void runOnOperation() override {
-    func::FuncOp func = getOperation();
-    if (func.isExternal())
-      return;
-    Block &body = func.getBody().front();
-    auto ret = dyn_cast<func::ReturnOp>(body.getTerminator());
-    if (!ret) {
-      func.emitOpError("must end in func.return to be outlined");
+    bool changed = false;
+    if (failed(pd::outlineStages(getOperation(), singleStage, changed)))
       return signalPassFailure();
-    }
-    bool hasMarker = llvm::any_of(
-        body, [](Operation &op) { return isa<pd::SplitPointOp>(op); });
-    bool hasPipeline = llvm::any_of(
-        body, [](Operation &op) { return isa<pd::PipelineOp>(op); });
-    if (hasPipeline || (!hasMarker && !singleStage)) {
-      // Already outlined, or a graph IR without split points: it stays one
-      // stage, unchanged.
+    if (!changed)
       markAllAnalysesPreserved();
-      return;
-    }
-
-    // Assign each op to a stage.
-    SmallVector<StagePlan> stages(1);
-    llvm::DenseMap<Operation *, unsigned> stageOf;
-    SmallVector<Operation *> markers;
-    for (Operation &op : body.without_terminator()) {
-      if (auto marker = dyn_cast<pd::SplitPointOp>(op)) {
-        if (stages.back().ops.empty()) {
-          marker.emitOpError("leaves stage ")
-              << stages.size() - 1
-              << " empty: no op lies between it and the previous split point "
-                 "or the start of the function";
-          return signalPassFailure();
-        }
-        stages.back().marker = marker;
-        markers.push_back(marker);
-        stages.emplace_back();
-        continue;
-      }
-      if (::pippy::isReplicable(&op))
-        continue;
-      stageOf[&op] = stages.size() - 1;
-      stages.back().ops.push_back(&op);
-    }
-    if (stages.back().ops.empty()) {
-      markers.back()->emitOpError("leaves stage ")
-          << stages.size() - 1
-          << " empty: no op follows it before the end of the function";
-      return signalPassFailure();
-    }
-
-    // Which values each stage receives and sends.
-    auto producerStage = [&](Value v) -> std::optional<unsigned> {
-      Operation *def = v.getDefiningOp();
-      if (!def)
-        return std::nullopt;
-      auto it = stageOf.find(def);
-      if (it == stageOf.end())
-        return std::nullopt;
-      return it->second;
-    };
-    for (auto [s, stage] : llvm::enumerate(stages)) {
-      for (Operation *op : stage.ops) {
-        bool crossesBadly = false;
-        forEachExternalUse(op, [&](Value v) {
-          if (Operation *def = v.getDefiningOp();
-              def && ::pippy::isReplicable(def))
-            return;
-          std::optional<unsigned> from = producerStage(v);
-          if (crossesBadly || (from && *from == s))
-            return;
-          if (from && !isa<torch::BaseTensorType>(v.getType())) {
-            v.getDefiningOp()->emitOpError("result of type ")
-                << v.getType() << " is made in stage " << *from
-                << " and used in stage " << s
-                << "; only tensors can cross stages";
-            crossesBadly = true;
-            return;
-          }
-          if (from && ::pippy::hasDataDependentShape(v)) {
-            v.getDefiningOp()->emitOpError("result ")
-                << cast<OpResult>(v).getResultNumber()
-                << " has a shape that depends on the data; it is made in "
-                   "stage "
-                << *from << " and used in stage " << s
-                << ", but only tensors of static shape can cross stages";
-            crossesBadly = true;
-            return;
-          }
-          stage.inputs.insert(v);
-          if (from)
-            stages[*from].results.insert(v);
-        });
-        if (crossesBadly)
-          return signalPassFailure();
-      }
-    }
-    // The pipeline's results all come from the last stage, where the loss
-    // is taken: one made earlier is sent there (as a skip connection) and
-    // passed through.
-    unsigned last = stages.size() - 1;
-    for (Value v : ret.getOperands())
-      if (std::optional<unsigned> from = producerStage(v)) {
-        stages[*from].results.insert(v);
-        if (*from != last) {
-          stages[last].inputs.insert(v);
-          stages[last].results.insert(v);
-        }
-      }
-
-    // Results in definition order (all are results of ops in the body).
-    for (StagePlan &stage : stages) {
-      SmallVector<Value> sorted(stage.results.begin(), stage.results.end());
-      llvm::stable_sort(sorted, [&](Value a, Value b) {
-        auto ra = cast<OpResult>(a), rb = cast<OpResult>(b);
-        if (ra.getOwner() != rb.getOwner())
-          return ra.getOwner()->isBeforeInBlock(rb.getOwner());
-        return ra.getResultNumber() < rb.getResultNumber();
-      });
-      stage.results = llvm::SetVector<Value>(sorted.begin(), sorted.end());
-    }
-
-    // Build the pipeline before the return.
-    OpBuilder builder(ret);
-    Location loc = func.getLoc();
-    auto pipeline = pd::PipelineOp::create(builder, loc, ret.getOperandTypes(),
-                                           /*tied=*/nullptr);
-    Block *pipelineBody = builder.createBlock(&pipeline.getBody());
-    builder.setInsertionPointToEnd(pipelineBody);
-
-    llvm::DenseMap<Value, Value> sent; // value -> stage result carrying it
-    llvm::MapVector<StringRef, SmallVector<int64_t>> paramStages;
-    for (auto [s, stage] : llvm::enumerate(stages)) {
-      SmallVector<Value> operands;
-      for (Value v : stage.inputs)
-        operands.push_back(sent.count(v) ? sent[v] : v);
-      SmallVector<Type> resultTypes;
-      for (Value v : stage.results)
-        resultTypes.push_back(v.getType());
-      Location stageLoc =
-          stage.marker ? stage.marker->getLoc() : stage.ops.front()->getLoc();
-      auto stageOp =
-          pd::StageOp::create(builder, stageLoc, resultTypes,
-                              builder.getI64IntegerAttr(s), operands);
-      OpBuilder inner(&getContext());
-      Block *block = inner.createBlock(&stageOp.getBody());
-      IRMapping map;
-      for (Value v : stage.inputs)
-        map.map(v, block->addArgument(v.getType(), v.getLoc()));
-
-      // Copies of parameters and constants, made at first use. Parameter
-      // ops of one name (a resource Torch-MLIR reads through several
-      // literals) share one copy per stage.
-      llvm::StringMap<Value> paramCopies;
-      std::function<void(Value)> copy = [&](Value v) {
-        if (map.contains(v))
-          return;
-        Operation *def = v.getDefiningOp();
-        auto param = dyn_cast<pd::ParamOp>(def);
-        if (param)
-          if (Value existing = paramCopies.lookup(param.getName())) {
-            map.map(v, existing);
-            return;
-          }
-        for (Value operand : def->getOperands())
-          copy(operand);
-        Operation *clone = inner.clone(*def, map);
-        if (param) {
-          paramCopies[param.getName()] = clone->getResult(0);
-          SmallVector<int64_t> &users = paramStages[param.getName()];
-          if (users.empty() || users.back() != (int64_t)s)
-            users.push_back(s);
-        }
-      };
-      // The stage's ops move into the region (no copy: they belong to this
-      // stage alone); what they read from outside is remapped to the block's
-      // arguments and to the copies above.
-      for (Operation *op : stage.ops) {
-        forEachExternalUse(op, [&](Value v) {
-          if (Operation *def = v.getDefiningOp();
-              def && ::pippy::isReplicable(def))
-            copy(v);
-        });
-        op->moveBefore(block, block->end());
-        op->walk([&](Operation *inner) {
-          for (OpOperand &operand : inner->getOpOperands())
-            if (Value mapped = map.lookupOrNull(operand.get()))
-              operand.set(mapped);
-        });
-      }
-      SmallVector<Value> yielded;
-      // A result passed through the stage is one of its arguments.
-      for (Value v : stage.results)
-        yielded.push_back(map.lookupOrDefault(v));
-      pd::YieldOp::create(inner, stageLoc, yielded);
-      for (auto [i, v] : llvm::enumerate(stage.results))
-        sent[v] = stageOp.getResult(i);
-    }
-
-    SmallVector<Value> outputs;
-    for (Value v : ret.getOperands())
-      outputs.push_back(sent.count(v) ? sent[v] : v);
-    pd::YieldOp::create(builder, loc, outputs);
-
-    SmallVector<Attribute> groups;
-    for (auto &[name, users] : paramStages)
-      if (users.size() > 1)
-        groups.push_back(pd::TiedGroupAttr::get(&getContext(), name, users));
-    if (!groups.empty())
-      pipeline.setTiedAttr(builder.getArrayAttr(groups));
-
-    for (unsigned i = 0, e = ret.getNumOperands(); i < e; ++i)
-      ret.setOperand(i, pipeline.getResult(i));
-
-    // Remove what was outlined; parameters and constants still used outside
-    // the pipeline (returned directly) stay.
-    SmallVector<Operation *> dead;
-    for (Operation &op : body.without_terminator())
-      if (&op != pipeline.getOperation())
-        dead.push_back(&op);
-    for (Operation *op : llvm::reverse(dead)) {
-      if (!op->use_empty() && ::pippy::isReplicable(op))
-        continue;
-      op->dropAllUses();
-      op->erase();
-    }
   }
 };
 

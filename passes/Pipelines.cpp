@@ -2,11 +2,13 @@
 //
 // `--pippy-split="stages=N policy=balanced|params|uniform skips=direct|relay
 // tied=replicate|transmit mem-cap=BYTES profile=FILE"`: place split points
-// (unless markers exist), outline the stages, resolve tied weights, then skip
-// connections.
+// (unless markers exist) and outline the stages, as one pass, then resolve
+// tied weights, then skip connections.
 //
 //===----------------------------------------------------------------------===//
 
+#include "SplitSteps.h"
+#include "pippy/Dialect/Pippy/PippyDialect.h"
 #include "pippy/Passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -14,9 +16,34 @@
 #include "mlir/Pass/PassOptions.h"
 #include "mlir/Pass/PassRegistry.h"
 
+namespace mlir::pippy {
+#define GEN_PASS_DEF_PIPPYSPLITSTAGES
+#include "passes/Passes.h.inc"
+} // namespace mlir::pippy
+
 using namespace mlir;
+namespace pd = mlir::pippy;
 
 namespace {
+
+struct SplitStagesPass
+    : public pd::impl::PippySplitStagesBase<SplitStagesPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    pd::SplitPlacement placement;
+    placement.stages = stages;
+    placement.policy = policy;
+    placement.memCap = memCap;
+    placement.profile = profile;
+    bool placed = false, outlined = false;
+    if (failed(pd::placeSplitPoints(getOperation(), placement, placed)) ||
+        failed(pd::outlineStages(getOperation(), stages == 1, outlined)))
+      return signalPassFailure();
+    if (!placed && !outlined)
+      markAllAnalysesPreserved();
+  }
+};
 
 struct SplitOptions : public PassPipelineOptions<SplitOptions> {
   Option<unsigned> stages{*this, "stages",
@@ -44,17 +71,15 @@ void mlir::pippy::registerPippyPipelines() {
   PassPipelineRegistration<SplitOptions>(
       "pippy-split",
       "Split a graph IR into a pipeline: place split points (unless the IR "
-      "has markers), then outline the stages",
+      "has markers) and outline the stages, then resolve tied weights and "
+      "skip connections",
       [](OpPassManager &pm, const SplitOptions &options) {
-        PippyPlaceSplitPointsOptions place;
-        place.stages = options.stages;
-        place.policy = options.policy;
-        place.memCap = options.memCap;
-        place.profile = options.profile;
-        pm.addNestedPass<func::FuncOp>(createPippyPlaceSplitPoints(place));
-        PippyOutlineStagesOptions outline;
-        outline.singleStage = options.stages == 1;
-        pm.addNestedPass<func::FuncOp>(createPippyOutlineStages(outline));
+        PippySplitStagesOptions split;
+        split.stages = options.stages;
+        split.policy = options.policy;
+        split.memCap = options.memCap;
+        split.profile = options.profile;
+        pm.addNestedPass<func::FuncOp>(createPippySplitStages(split));
         PippyResolveTiedOptions tied;
         tied.mode = options.tied;
         pm.addNestedPass<func::FuncOp>(createPippyResolveTied(tied));

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "SplitSteps.h"
 #include "pippy/Analysis/CostModel.h"
 #include "pippy/Analysis/GraphIR.h"
 #include "pippy/Analysis/Partition.h"
@@ -88,170 +89,195 @@ FailureOr<Profile> readProfile(func::FuncOp func, StringRef path,
   return profile;
 }
 
+} // namespace
+
+LogicalResult pd::placeSplitPoints(func::FuncOp func,
+                                   const SplitPlacement &placement,
+                                   bool &changed) {
+  changed = false;
+  unsigned stages = placement.stages;
+  const std::string &policy = placement.policy;
+  int64_t memCap = placement.memCap;
+  const std::string &profile = placement.profile;
+  if (func.isExternal())
+    return success();
+  Block &body = func.getBody().front();
+  if (llvm::any_of(body, [](Operation &op) {
+        return isa<pd::SplitPointOp, pd::PipelineOp>(op);
+      }))
+    return success(); // the split is already chosen
+  if (policy != "balanced" && policy != "params" && policy != "uniform") {
+    func.emitError("unknown split policy '")
+        << policy << "'; expected balanced, params or uniform";
+    return failure();
+  }
+  if (stages == 0) {
+    func.emitError("pippy-place-split-points needs stages=N with N >= 1");
+    return failure();
+  }
+
+  SmallVector<Operation *> ops;
+  llvm::DenseMap<Operation *, size_t> index;
+  for (Operation &op : body.without_terminator())
+    if (!::pippy::isReplicable(&op)) {
+      index[&op] = ops.size();
+      ops.push_back(&op);
+    }
+  if (stages > ops.size()) {
+    func.emitError("cannot cut ")
+        << ops.size() << " ops into " << static_cast<unsigned>(stages)
+        << " non-empty stages (parameters and constants do not count: "
+           "every stage that uses one holds a copy)";
+    return failure();
+  }
+
+  std::optional<Profile> measured;
+  if (!profile.empty()) {
+    if (policy != "balanced") {
+      func.emitError("profile= goes with policy=balanced, not ") << policy;
+      return failure();
+    }
+    FailureOr<Profile> read = readProfile(func, profile, ops);
+    if (failed(read))
+      return failure();
+    measured = std::move(*read);
+  }
+
+  ::pippy::PartitionProblem problem;
+  problem.opCost.assign(ops.size(), 0);
+  problem.cutCost.assign(ops.size() + 1, 0);
+  llvm::StringSet<> seenParams;
+  if (memCap > 0) {
+    // Parameters at their first use, plus the op's results.
+    problem.memoryCap = memCap;
+    problem.opMemory.assign(ops.size(), 0);
+    llvm::StringSet<> held;
+    for (auto [i, op] : llvm::enumerate(ops)) {
+      op->walk([&](Operation *inner) {
+        for (Value v : inner->getOperands())
+          if (auto param = v.getDefiningOp<pd::ParamOp>())
+            if (held.insert(param.getName()).second)
+              problem.opMemory[i] += ::pippy::getTensorBytes(param.getType());
+      });
+      for (Value result : op->getResults())
+        problem.opMemory[i] += ::pippy::getTensorBytes(result.getType());
+    }
+  }
+  for (auto [i, op] : llvm::enumerate(ops)) {
+    if (measured) {
+      problem.opCost[i] = measured->opNanoseconds[i];
+      continue;
+    }
+    if (policy == "uniform") {
+      problem.opCost[i] = 1;
+      continue;
+    }
+    if (policy == "params") {
+      op->walk([&](Operation *inner) {
+        for (Value v : inner->getOperands())
+          if (auto param = v.getDefiningOp<pd::ParamOp>())
+            if (seenParams.insert(param.getName()).second)
+              problem.opCost[i] += ::pippy::getTensorBytes(param.getType());
+      });
+      continue;
+    }
+    ::pippy::OpCost cost = ::pippy::estimateOpCost(op);
+    problem.opCost[i] = cost.flops + cost.bytes;
+  }
+
+  // What is live across each cut: a result made before it and used at or
+  // after it (or returned) is sent there. Balancing counts its bytes; a
+  // list, a scalar or a tensor whose shape depends on the data cannot be
+  // sent, so no cut may separate it from its users.
+  std::vector<int64_t> delta(ops.size() + 2, 0);
+  std::vector<int> unsendable(ops.size() + 2, 0);
+  for (auto [d, op] : llvm::enumerate(ops))
+    for (Value result : op->getResults()) {
+      size_t last = d;
+      for (Operation *user : result.getUsers()) {
+        Operation *top = body.findAncestorOpInBlock(*user);
+        if (!top)
+          continue;
+        if (top == body.getTerminator())
+          last = ops.size();
+        else if (auto it = index.find(top); it != index.end())
+          last = std::max(last, it->second);
+      }
+      if (last <= d)
+        continue;
+      if (isa<torch::BaseTensorType>(result.getType()) &&
+          !::pippy::hasDataDependentShape(result)) {
+        int64_t bytes = ::pippy::getTensorBytes(result.getType());
+        delta[d + 1] += bytes;
+        delta[last + 1] -= bytes;
+      } else {
+        unsendable[d + 1] += 1;
+        unsendable[last + 1] -= 1;
+      }
+    }
+  problem.cutAllowed.assign(ops.size() + 1, 1);
+  int64_t live = 0;
+  int blocked = 0;
+  size_t allowedCuts = 0;
+  for (size_t cut = 1; cut < ops.size(); ++cut) {
+    live += delta[cut];
+    blocked += unsendable[cut];
+    problem.cutAllowed[cut] = blocked == 0;
+    allowedCuts += blocked == 0;
+    if (policy == "balanced")
+      problem.cutCost[cut] =
+          measured ? std::llround(live * measured->nsPerByte) : live;
+  }
+  if (allowedCuts + 1 < stages) {
+    func.emitError("cannot cut into ")
+        << static_cast<unsigned>(stages) << " stages: only " << allowedCuts
+        << " places between ops have nothing but tensors live across "
+           "them (lists, scalars and tensors of data-dependent shape "
+           "cannot cross stages)";
+    return failure();
+  }
+
+  ::pippy::Partition partition = ::pippy::partitionOptimal(problem, stages);
+  if (partition.starts.empty()) {
+    int64_t largest = 0;
+    for (int64_t m : problem.opMemory)
+      largest = std::max(largest, m);
+    func.emitError("no split into ")
+        << static_cast<unsigned>(stages)
+        << " stages keeps every stage within mem-cap="
+        << static_cast<int64_t>(memCap)
+        << " bytes (parameters + activations; the largest op alone needs "
+        << largest << ")";
+    return failure();
+  }
+  OpBuilder builder(func.getContext());
+  for (size_t k = 1; k < partition.starts.size(); ++k) {
+    builder.setInsertionPoint(ops[partition.starts[k]]);
+    pd::SplitPointOp::create(
+        builder, NameLoc::get(builder.getStringAttr(
+                     policy + " split before stage " + std::to_string(k))));
+  }
+  changed = true;
+  return success();
+}
+
+namespace {
+
 struct PlaceSplitPointsPass
     : public pd::impl::PippyPlaceSplitPointsBase<PlaceSplitPointsPass> {
   using Base::Base;
 
   void runOnOperation() override {
-    func::FuncOp func = getOperation();
-    if (func.isExternal())
-      return markAllAnalysesPreserved();
-    Block &body = func.getBody().front();
-    if (llvm::any_of(body, [](Operation &op) {
-          return isa<pd::SplitPointOp, pd::PipelineOp>(op);
-        }))
-      return markAllAnalysesPreserved(); // the split is already chosen
-    if (policy != "balanced" && policy != "params" && policy != "uniform") {
-      func.emitError("unknown split policy '")
-          << policy << "'; expected balanced, params or uniform";
+    pd::SplitPlacement placement;
+    placement.stages = stages;
+    placement.policy = policy;
+    placement.memCap = memCap;
+    placement.profile = profile;
+    bool changed = false;
+    if (failed(pd::placeSplitPoints(getOperation(), placement, changed)))
       return signalPassFailure();
-    }
-    if (stages == 0) {
-      func.emitError("pippy-place-split-points needs stages=N with N >= 1");
-      return signalPassFailure();
-    }
-
-    SmallVector<Operation *> ops;
-    llvm::DenseMap<Operation *, size_t> index;
-    for (Operation &op : body.without_terminator())
-      if (!::pippy::isReplicable(&op)) {
-        index[&op] = ops.size();
-        ops.push_back(&op);
-      }
-    if (stages > ops.size()) {
-      func.emitError("cannot cut ")
-          << ops.size() << " ops into " << static_cast<unsigned>(stages)
-          << " non-empty stages (parameters and constants do not count: "
-             "every stage that uses one holds a copy)";
-      return signalPassFailure();
-    }
-
-    std::optional<Profile> measured;
-    if (!profile.empty()) {
-      if (policy != "balanced") {
-        func.emitError("profile= goes with policy=balanced, not ") << policy;
-        return signalPassFailure();
-      }
-      FailureOr<Profile> read = readProfile(func, profile, ops);
-      if (failed(read))
-        return signalPassFailure();
-      measured = std::move(*read);
-    }
-
-    ::pippy::PartitionProblem problem;
-    problem.opCost.assign(ops.size(), 0);
-    problem.cutCost.assign(ops.size() + 1, 0);
-    llvm::StringSet<> seenParams;
-    if (memCap > 0) {
-      // Parameters at their first use, plus the op's results.
-      problem.memoryCap = memCap;
-      problem.opMemory.assign(ops.size(), 0);
-      llvm::StringSet<> held;
-      for (auto [i, op] : llvm::enumerate(ops)) {
-        op->walk([&](Operation *inner) {
-          for (Value v : inner->getOperands())
-            if (auto param = v.getDefiningOp<pd::ParamOp>())
-              if (held.insert(param.getName()).second)
-                problem.opMemory[i] += ::pippy::getTensorBytes(param.getType());
-        });
-        for (Value result : op->getResults())
-          problem.opMemory[i] += ::pippy::getTensorBytes(result.getType());
-      }
-    }
-    for (auto [i, op] : llvm::enumerate(ops)) {
-      if (measured) {
-        problem.opCost[i] = measured->opNanoseconds[i];
-        continue;
-      }
-      if (policy == "uniform") {
-        problem.opCost[i] = 1;
-        continue;
-      }
-      if (policy == "params") {
-        op->walk([&](Operation *inner) {
-          for (Value v : inner->getOperands())
-            if (auto param = v.getDefiningOp<pd::ParamOp>())
-              if (seenParams.insert(param.getName()).second)
-                problem.opCost[i] += ::pippy::getTensorBytes(param.getType());
-        });
-        continue;
-      }
-      ::pippy::OpCost cost = ::pippy::estimateOpCost(op);
-      problem.opCost[i] = cost.flops + cost.bytes;
-    }
-
-    // What is live across each cut: a result made before it and used at or
-    // after it (or returned) is sent there. Balancing counts its bytes; a
-    // list, a scalar or a tensor whose shape depends on the data cannot be
-    // sent, so no cut may separate it from its users.
-    std::vector<int64_t> delta(ops.size() + 2, 0);
-    std::vector<int> unsendable(ops.size() + 2, 0);
-    for (auto [d, op] : llvm::enumerate(ops))
-      for (Value result : op->getResults()) {
-        size_t last = d;
-        for (Operation *user : result.getUsers()) {
-          Operation *top = body.findAncestorOpInBlock(*user);
-          if (!top)
-            continue;
-          if (top == body.getTerminator())
-            last = ops.size();
-          else if (auto it = index.find(top); it != index.end())
-            last = std::max(last, it->second);
-        }
-        if (last <= d)
-          continue;
-        if (isa<torch::BaseTensorType>(result.getType()) &&
-            !::pippy::hasDataDependentShape(result)) {
-          int64_t bytes = ::pippy::getTensorBytes(result.getType());
-          delta[d + 1] += bytes;
-          delta[last + 1] -= bytes;
-        } else {
-          unsendable[d + 1] += 1;
-          unsendable[last + 1] -= 1;
-        }
-      }
-    problem.cutAllowed.assign(ops.size() + 1, 1);
-    int64_t live = 0;
-    int blocked = 0;
-    size_t allowedCuts = 0;
-    for (size_t cut = 1; cut < ops.size(); ++cut) {
-      live += delta[cut];
-      blocked += unsendable[cut];
-      problem.cutAllowed[cut] = blocked == 0;
-      allowedCuts += blocked == 0;
-      if (policy == "balanced")
-        problem.cutCost[cut] =
-            measured ? std::llround(live * measured->nsPerByte) : live;
-    }
-    if (allowedCuts + 1 < stages) {
-      func.emitError("cannot cut into ")
-          << static_cast<unsigned>(stages) << " stages: only " << allowedCuts
-          << " places between ops have nothing but tensors live across "
-             "them (lists, scalars and tensors of data-dependent shape "
-             "cannot cross stages)";
-      return signalPassFailure();
-    }
-
-    ::pippy::Partition partition = ::pippy::partitionOptimal(problem, stages);
-    if (partition.starts.empty()) {
-      int64_t largest = 0;
-      for (int64_t m : problem.opMemory)
-        largest = std::max(largest, m);
-      func.emitError("no split into ")
-          << static_cast<unsigned>(stages)
-          << " stages keeps every stage within mem-cap="
-          << static_cast<int64_t>(memCap)
-          << " bytes (parameters + activations; the largest op alone needs "
-          << largest << ")";
-      return signalPassFailure();
-    }
-    OpBuilder builder(&getContext());
-    for (size_t k = 1; k < partition.starts.size(); ++k) {
-      builder.setInsertionPoint(ops[partition.starts[k]]);
-      pd::SplitPointOp::create(
-          builder, NameLoc::get(builder.getStringAttr(
-                       policy + " split before stage " + std::to_string(k))));
-    }
+    if (!changed)
+      markAllAnalysesPreserved();
   }
 };
 
