@@ -40,22 +40,36 @@ constexpr size_t kNone = std::numeric_limits<size_t>::max();
 
 /// With bottleneck `limit`, the start of every stage of a partition into
 /// exactly `stages` stages, or empty when there is none.
+/// The buffers of `tryPartition`, kept across the probes of one search.
+struct Workspace {
+  // parent[k * (n + 1) + j]: start of the k-th stage (0-based) when stage k
+  // ends at j.
+  std::vector<size_t> parent;
+  std::vector<char> reachable, next;
+  std::deque<size_t> window;
+};
+
 std::vector<size_t> tryPartition(const std::vector<int64_t> &prefix,
                                  const std::vector<int64_t> &cut,
                                  const std::vector<size_t> &firstStart,
                                  const std::vector<char> &allowed,
-                                 size_t stages, int64_t limit) {
+                                 size_t stages, int64_t limit, Workspace &ws) {
   size_t n = prefix.size() - 1;
-  // parent[k][j]: start of the k-th stage (0-based) when stage k ends at j.
-  std::vector<std::vector<size_t>> parent(stages,
-                                          std::vector<size_t>(n + 1, kNone));
-  std::vector<char> reachable(n + 1, 0), next(n + 1, 0);
+  ws.parent.assign(stages * (n + 1), kNone);
+  ws.reachable.assign(n + 1, 0);
+  ws.next.resize(n + 1);
+  std::vector<char> &reachable = ws.reachable, &next = ws.next;
+  auto parent = [&](size_t k, size_t j) -> size_t & {
+    return ws.parent[k * (n + 1) + j];
+  };
   reachable[0] = 1; // zero stages cover the empty prefix
   for (size_t k = 0; k < stages; ++k) {
     std::fill(next.begin(), next.end(), 0);
     // Candidate starts in increasing order with decreasing keys: the front
     // is the best start still inside the window.
-    std::deque<size_t> window;
+    std::deque<size_t> &window = ws.window;
+    window.clear();
+    bool any = false;
     for (size_t j = 1; j <= n; ++j) {
       size_t i = j - 1; // cut i becomes a candidate start for stages ending
                         // at j or later (stages are non-empty)
@@ -71,9 +85,12 @@ std::vector<size_t> tryPartition(const std::vector<int64_t> &prefix,
       if (!window.empty() && prefix[window.front()] - cut[window.front()] >=
                                  prefix[j] + cut[j] - limit) {
         next[j] = 1;
-        parent[k][j] = window.front();
+        parent(k, j) = window.front();
+        any = true;
       }
     }
+    if (!any)
+      return {}; // no prefix is covered by k + 1 stages
     reachable.swap(next);
   }
   if (!reachable[n])
@@ -81,7 +98,7 @@ std::vector<size_t> tryPartition(const std::vector<int64_t> &prefix,
   std::vector<size_t> starts(stages);
   size_t end = n;
   for (size_t k = stages; k-- > 0;) {
-    starts[k] = parent[k][end];
+    starts[k] = parent(k, end);
     end = starts[k];
   }
   return starts;
@@ -103,6 +120,13 @@ std::vector<size_t> firstStarts(const PartitionProblem &problem) {
     first[j] = i;
   }
   return first;
+}
+
+bool costsAreNonNegative(const PartitionProblem &problem) {
+  return std::all_of(problem.opCost.begin(), problem.opCost.end(),
+                     [](int64_t c) { return c >= 0; }) &&
+         std::all_of(problem.cutCost.begin(), problem.cutCost.end(),
+                     [](int64_t c) { return c >= 0; });
 }
 
 bool fitsMemory(const PartitionProblem &problem, size_t begin, size_t end) {
@@ -128,33 +152,49 @@ Partition pippy::partitionOptimal(const PartitionProblem &problem,
   for (int64_t c : problem.cutCost)
     hi = std::max(hi, c);
   hi = prefix[n] + 2 * hi; // every stage costs at most this
+  // With costs that are not negative, some stage holds at least the mean op
+  // cost and the one holding the costliest op at least that op's cost.
   int64_t lo = 0;
+  if (costsAreNonNegative(problem)) {
+    lo = (prefix[n] + (int64_t)stages - 1) / (int64_t)stages;
+    for (int64_t c : problem.opCost)
+      lo = std::max(lo, c);
+    lo = std::min(lo, hi);
+  }
   assert((problem.memoryCap <= 0 || problem.opMemory.size() == n) &&
          "one memory size per op");
   std::vector<size_t> first = firstStarts(problem);
   assert((problem.cutAllowed.empty() || problem.cutAllowed.size() == n + 1) &&
          "one entry per cut");
+  Workspace ws;
+  auto bottleneck = [&](const std::vector<size_t> &starts) {
+    int64_t worst = 0;
+    for (size_t k = 0; k < stages; ++k)
+      worst = std::max(worst, stageCost(problem, starts[k],
+                                        k + 1 < stages ? starts[k + 1] : n));
+    return worst;
+  };
   std::vector<size_t> best = tryPartition(prefix, problem.cutCost, first,
-                                          problem.cutAllowed, stages, hi);
+                                          problem.cutAllowed, stages, hi, ws);
   if (best.empty())
     return Partition(); // nothing fits the memory cap and the allowed cuts
+  // A partition found under a bound costs at most that bound: its own
+  // bottleneck is the tighter upper end of the search.
+  hi = bottleneck(best);
   while (lo < hi) {
     int64_t mid = lo + (hi - lo) / 2;
-    std::vector<size_t> starts = tryPartition(prefix, problem.cutCost, first,
-                                              problem.cutAllowed, stages, mid);
+    std::vector<size_t> starts = tryPartition(
+        prefix, problem.cutCost, first, problem.cutAllowed, stages, mid, ws);
     if (starts.empty()) {
       lo = mid + 1;
     } else {
-      hi = mid;
+      hi = bottleneck(starts);
       best = std::move(starts);
     }
   }
   Partition result;
   result.starts = best;
-  for (size_t k = 0; k < stages; ++k)
-    result.bottleneck =
-        std::max(result.bottleneck,
-                 stageCost(problem, best[k], k + 1 < stages ? best[k + 1] : n));
+  result.bottleneck = bottleneck(best);
   return result;
 }
 
