@@ -12,11 +12,17 @@ with --mlir-timing (and one with --verify-each=0) breaks a split down by pass.
 For comparison it times torch.fx.symbolic_trace + torch.fx.passes.split_module
 (4 partitions by node index) on an nn.Sequential MLP of Linear+ReLU with about
 --fx-nodes nodes, and on the same transformer model gen_ir.py describes
-(model.py), per node and per block.
+(model.py), per node and per block. Each fx size is compared with the pippy
+depth of about as many ops (within 10%): the default sizes match the 200- and
+2000-block depths.
+
+The peak RSS of a split is read from one more run under /usr/bin/time (when
+installed): a child of this Python process would report the Python
+process's own peak as a floor.
 
 Usage: /usr/bin/python3 bench/compile/run.py --pippy-opt build/bin/pippy-opt \
            [--depths 200,500,1000,2000] [--stages 4] [--repeat 3] \
-           [--fx-nodes 1000,5000,10000] [--fx-blocks 50,250,500] [--no-fx] \
+           [--fx-nodes 1000,10000,100000] [--fx-blocks 50,250,500] [--no-fx] \
            --out results.json
 The fx part needs torch (/usr/bin/python3 here); without it, pass --no-fx.
 """
@@ -80,6 +86,15 @@ def parse_timing(stderr):
     return out
 
 
+def peak_rss_mib(cmd):
+    """Peak RSS of cmd from /usr/bin/time -f %M, or None without it."""
+    if not os.access("/usr/bin/time", os.X_OK):
+        return None
+    out = subprocess.run(["/usr/bin/time", "-f", "%M"] + cmd, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True, check=True).stderr
+    return int(out.strip().splitlines()[-1]) / 1024.0
+
+
 def best(samples, key="wall_s"):
     return min(s[key] for s in samples)
 
@@ -140,7 +155,7 @@ def bench_pippy(args, work):
         d["split_only_us_per_op"] = d["split_only_s"] / n * 1e6
         d["split_minus_start_us_per_op"] = (d["split_s"] - start_s) / n * 1e6
         d["split_cpu_us_per_op"] = best(d["split"], "cpu_s") / n * 1e6
-        d["maxrss_mib"] = max(s["maxrss_mib"] for s in d["split"])
+        d["maxrss_mib"] = peak_rss_mib([opt, d["path"], split_opt, "-o", os.devnull])
         d["split_bc_s"] = best(d["split_bc"])
         d["split_bc_us_per_op"] = d["split_bc_s"] / n * 1e6
         del d["path"]
@@ -230,6 +245,18 @@ def summarize(res):
             s["ratio_%s_end_to_end" % tag] = f["us_per_node"] / d["split_us_per_op"]
             s["ratio_%s_split_only" % tag] = f["us_per_node"] / d["split_only_us_per_op"]
         s["ratio_target"] = 20.0
+        # Every fx size that has a pippy depth of about as many ops.
+        s["matched"] = []
+        for f in fx["mlp"]:
+            d = min(p, key=lambda d: abs(d["ops"] - f["nodes"]))
+            if abs(d["ops"] - f["nodes"]) > 0.1 * f["nodes"]:
+                continue
+            s["matched"].append({
+                "fx_nodes": f["nodes"], "fx_us_per_node": f["us_per_node"],
+                "pippy_ops": d["ops"], "pippy_us_per_op": d["split_us_per_op"],
+                "ratio_end_to_end": f["us_per_node"] / d["split_us_per_op"],
+                "ratio_bytecode": f["us_per_node"] / d["split_bc_us_per_op"],
+                "ratio_split_only": f["us_per_node"] / d["split_only_us_per_op"]})
     if fx and fx["transformer"]:
         f = fx["transformer"][-1]
         s["fx_transformer_s_per_block"] = f["s_per_block"]
@@ -253,7 +280,7 @@ def print_report(res):
         print("%7d %8d %9.3f %9.3f %11.3f %11.2f %11.2f %10.2f %10.2f %8.0f" % (
             d["blocks"], d["ops"], d["split_s"], d["parse_s"], d["split_only_s"],
             d["split_us_per_op"], d["parse_us_per_op"], d["split_only_us_per_op"],
-            d["split_cpu_us_per_op"], d["maxrss_mib"]))
+            d["split_cpu_us_per_op"], d["maxrss_mib"] or float("nan")))
     print("(split-parse: the split passes' own cost; cpu: user+sys of the split run)")
     print()
     print("bytecode in and out (--emit-bytecode):")
@@ -262,8 +289,8 @@ def print_report(res):
                                               d["split_bc_us_per_op"]))
     print()
     print("per-op time by phase, us/op (one --mlir-timing run; no-verify: --verify-each=0)")
-    names = [("Parser", "parse"), ("PippyPlaceSplitPoints", "place"),
-             ("PippyOutlineStages", "outline"), ("PippyResolveSkips", "skips"),
+    names = [("Parser", "parse"), ("PippySplitStages", "split"),
+             ("PippyResolveTied", "tied"), ("PippyResolveSkips", "skips"),
              ("func.func Pipeline", "passes"), ("Output", "print")]
     print("%7s " % "blocks" + " ".join("%9s" % short for _, short in names)
           + " %16s" % "passes no-verify")
@@ -294,14 +321,18 @@ def print_report(res):
               s["growth_split_cpu_us_per_op"]))
     print("  bytecode in and out %.2fx" % s["growth_split_bc_us_per_op"])
     if "ratio_matched_end_to_end" in s:
-        print("fx MLP %d nodes: %.1f us/node; fx / pippy per node (target >= %.0fx):" % (
-            s["fx_mlp_nodes"], s["fx_mlp_us_per_node"], s["ratio_target"]))
-        print("  vs pippy at %d ops: end to end %.1fx (bytecode %.1fx), split passes only %.1fx" % (
-            s["pippy_matched_depth_ops"], s["ratio_matched_end_to_end"],
-            s["ratio_matched_bytecode"], s["ratio_matched_split_only"]))
-        print("  vs pippy at %d ops: end to end %.1fx (bytecode %.1fx), split passes only %.1fx" % (
-            p["depths"][-1]["ops"], s["ratio_largest_end_to_end"],
-            s["ratio_largest_bytecode"], s["ratio_largest_split_only"]))
+        print("fx / pippy per node (target >= %.0fx):" % s["ratio_target"])
+        if s["pippy_matched_depth_ops"] != p["depths"][-1]["ops"]:
+            print("  fx MLP %d nodes (%.1f us/node) vs pippy's largest depth, %d ops: end to end "
+                  "%.1fx (bytecode %.1fx), split passes only %.1fx" % (
+                      s["fx_mlp_nodes"], s["fx_mlp_us_per_node"], p["depths"][-1]["ops"],
+                      s["ratio_largest_end_to_end"], s["ratio_largest_bytecode"],
+                      s["ratio_largest_split_only"]))
+    for m in s.get("matched", []):
+        print("  fx MLP %d nodes (%.1f us/node) vs pippy %d ops (%.2f us/op), same depth: "
+              "end to end %.1fx (bytecode %.1fx), split passes only %.1fx" % (
+                  m["fx_nodes"], m["fx_us_per_node"], m["pippy_ops"], m["pippy_us_per_op"],
+                  m["ratio_end_to_end"], m["ratio_bytecode"], m["ratio_split_only"]))
     if "ratio_per_block_end_to_end" in s:
         print("same transformer, per block: fx %.2f ms, pippy %.2f ms end to end: %.1fx "
               "(split passes only: %.1fx)" % (
@@ -321,7 +352,7 @@ def main():
     ap.add_argument("--stages", type=int, default=4)
     ap.add_argument("--width", type=int, default=64)
     ap.add_argument("--repeat", type=int, default=3, help="runs per measurement (best is kept)")
-    ap.add_argument("--fx-nodes", type=ints, default=[1000, 5000, 10000],
+    ap.add_argument("--fx-nodes", type=ints, default=[1000, 10000, 100000],
                     help="approximate node counts of the fx MLPs")
     ap.add_argument("--fx-blocks", type=ints, default=[50, 250, 500],
                     help="depths of the fx transformer")
