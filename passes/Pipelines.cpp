@@ -31,11 +31,7 @@ struct SplitStagesPass
   using Base::Base;
 
   void runOnOperation() override {
-    pd::SplitPlacement placement;
-    placement.stages = stages;
-    placement.policy = policy;
-    placement.memCap = memCap;
-    placement.profile = profile;
+    pd::SplitPlacement placement{stages, policy, memCap, profile};
     bool placed = false, outlined = false;
     if (failed(pd::placeSplitPoints(getOperation(), placement, placed)) ||
         failed(pd::outlineStages(getOperation(), stages == 1, outlined)))

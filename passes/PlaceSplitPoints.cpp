@@ -268,11 +268,7 @@ struct PlaceSplitPointsPass
   using Base::Base;
 
   void runOnOperation() override {
-    pd::SplitPlacement placement;
-    placement.stages = stages;
-    placement.policy = policy;
-    placement.memCap = memCap;
-    placement.profile = profile;
+    pd::SplitPlacement placement{stages, policy, memCap, profile};
     bool changed = false;
     if (failed(pd::placeSplitPoints(getOperation(), placement, changed)))
       return signalPassFailure();
