@@ -6,11 +6,14 @@
 //   key(i) = prefix(i) - cut[i]  >=  prefix(j) + cut[j] - T.
 // So the best predecessor of j is the reachable i < j with the largest key, a
 // running maximum: O(ops) per stage count. Binary search over integer T gives
-// the exact optimum.
+// the exact optimum. A test that fails also gives the smallest T above its own
+// at which any of its comparisons would turn out otherwise (the least
+// prefix(j) + cut[j] - key(i) over the ends j its best start i missed); no
+// bound below that can succeed, so the search's lower end jumps there.
 //
 // A memory cap limits each stage to starts i >= first(j), where first(j) is
 // the smallest i with mem(i, j) <= cap; first(j) never decreases as j grows,
-// so the candidates form a sliding window and a monotonic deque keeps its
+// so the candidates form a sliding window and a monotonic queue keeps its
 // maximum key, still O(ops) per stage count. A cut that is not allowed never
 // becomes a candidate start.
 //
@@ -20,7 +23,6 @@
 
 #include <algorithm>
 #include <cassert>
-#include <deque>
 #include <functional>
 #include <limits>
 
@@ -38,55 +40,96 @@ namespace {
 
 constexpr size_t kNone = std::numeric_limits<size_t>::max();
 
-/// With bottleneck `limit`, the start of every stage of a partition into
-/// exactly `stages` stages, or empty when there is none.
-/// The buffers of `tryPartition`, kept across the probes of one search.
-struct Workspace {
+/// What every probe of one search reads, computed once: the keys and
+/// thresholds of the feasibility test (file comment), which cuts may start
+/// a stage, and the buffers the probes reuse.
+struct Search {
+  size_t n = 0;
+  std::vector<int64_t> key;   // key[i] = prefix(i) - cut[i]
+  std::vector<int64_t> need;  // need[j] = prefix(j) + cut[j]
+  std::vector<char> canStart; // cut i may start a stage (cut 0 always may)
+  const std::vector<size_t> *firstStart = nullptr;
+  bool capped = false; // a memory cap limits the starts: a sliding window
   // parent[k * (n + 1) + j]: start of the k-th stage (0-based) when stage k
-  // ends at j.
+  // ends at j; only read where stage k can end at j.
   std::vector<size_t> parent;
   std::vector<char> reachable, next;
-  std::deque<size_t> window;
+  std::vector<size_t> window; // a monotonic queue, [head, tail)
 };
 
-std::vector<size_t> tryPartition(const std::vector<int64_t> &prefix,
-                                 const std::vector<int64_t> &cut,
-                                 const std::vector<size_t> &firstStart,
-                                 const std::vector<char> &allowed,
-                                 size_t stages, int64_t limit, Workspace &ws) {
-  size_t n = prefix.size() - 1;
-  ws.parent.assign(stages * (n + 1), kNone);
-  ws.reachable.assign(n + 1, 0);
-  ws.next.resize(n + 1);
-  std::vector<char> &reachable = ws.reachable, &next = ws.next;
-  auto parent = [&](size_t k, size_t j) -> size_t & {
-    return ws.parent[k * (n + 1) + j];
-  };
+/// With bottleneck `limit`, the start of every stage of a partition into
+/// exactly `stages` stages, or empty when there is none. Among the starts
+/// with the largest key the latest is taken, so that every probe of the
+/// same bound returns the same partition.
+///
+/// When there is none, `nextLimit` is the smallest bound above `limit` at
+/// which some stage could end where it could not: below it every test of
+/// this probe comes out the same, so no partition exists either.
+std::vector<size_t> tryPartition(Search &s, size_t stages, int64_t limit,
+                                 int64_t &nextLimit) {
+  nextLimit = std::numeric_limits<int64_t>::max();
+  const size_t n = s.n;
+  const std::vector<int64_t> &key = s.key, &need = s.need;
+  const std::vector<size_t> &firstStart = *s.firstStart;
+  s.parent.resize(stages * (n + 1));
+  s.reachable.assign(n + 1, 0);
+  s.next.assign(n + 1, 0);
+  s.window.resize(n + 1);
+  std::vector<char> &reachable = s.reachable, &next = s.next;
   reachable[0] = 1; // zero stages cover the empty prefix
   for (size_t k = 0; k < stages; ++k) {
-    std::fill(next.begin(), next.end(), 0);
-    // Candidate starts in increasing order with decreasing keys: the front
-    // is the best start still inside the window.
-    std::deque<size_t> &window = ws.window;
-    window.clear();
+    size_t *parent = &s.parent[k * (n + 1)];
+    bool last = k + 1 == stages;
     bool any = false;
-    for (size_t j = 1; j <= n; ++j) {
-      size_t i = j - 1; // cut i becomes a candidate start for stages ending
-                        // at j or later (stages are non-empty)
-      if (reachable[i] && (i == 0 || allowed.empty() || allowed[i])) {
-        int64_t key = prefix[i] - cut[i];
-        while (!window.empty() &&
-               prefix[window.back()] - cut[window.back()] <= key)
-          window.pop_back();
-        window.push_back(i);
+    next[0] = 0; // a stage is never empty
+    if (!s.capped) {
+      // Every earlier cut is a candidate: the best is a running maximum.
+      size_t best = kNone;
+      int64_t bestKey = std::numeric_limits<int64_t>::min();
+      for (size_t j = 1; j <= n; ++j) {
+        size_t i = j - 1; // a candidate start for stages ending at j or later
+        if (reachable[i] && s.canStart[i] && key[i] >= bestKey) {
+          bestKey = key[i];
+          best = i;
+        }
+        // The last stage must end at n; the others end anywhere.
+        bool fits = false;
+        if (best != kNone && (!last || j == n)) {
+          fits = bestKey >= need[j] - limit;
+          if (!fits)
+            nextLimit = std::min(nextLimit, need[j] - bestKey);
+        }
+        next[j] = fits;
+        if (fits) {
+          parent[j] = best;
+          any = true;
+        }
       }
-      while (!window.empty() && window.front() < firstStart[j])
-        window.pop_front();
-      if (!window.empty() && prefix[window.front()] - cut[window.front()] >=
-                                 prefix[j] + cut[j] - limit) {
-        next[j] = 1;
-        parent(k, j) = window.front();
-        any = true;
+    } else {
+      // Candidate starts in increasing order with decreasing keys: the
+      // front is the best start still inside the window.
+      size_t *window = s.window.data();
+      size_t head = 0, tail = 0;
+      for (size_t j = 1; j <= n; ++j) {
+        size_t i = j - 1;
+        if (reachable[i] && s.canStart[i]) {
+          while (tail > head && key[window[tail - 1]] <= key[i])
+            --tail;
+          window[tail++] = i;
+        }
+        while (tail > head && window[head] < firstStart[j])
+          ++head;
+        bool fits = false;
+        if (tail > head && (!last || j == n)) {
+          fits = key[window[head]] >= need[j] - limit;
+          if (!fits)
+            nextLimit = std::min(nextLimit, need[j] - key[window[head]]);
+        }
+        next[j] = fits;
+        if (fits) {
+          parent[j] = window[head];
+          any = true;
+        }
       }
     }
     if (!any)
@@ -98,7 +141,7 @@ std::vector<size_t> tryPartition(const std::vector<int64_t> &prefix,
   std::vector<size_t> starts(stages);
   size_t end = n;
   for (size_t k = stages; k-- > 0;) {
-    starts[k] = parent(k, end);
+    starts[k] = s.parent[k * (n + 1) + end];
     end = starts[k];
   }
   return starts;
@@ -166,7 +209,19 @@ Partition pippy::partitionOptimal(const PartitionProblem &problem,
   std::vector<size_t> first = firstStarts(problem);
   assert((problem.cutAllowed.empty() || problem.cutAllowed.size() == n + 1) &&
          "one entry per cut");
-  Workspace ws;
+  Search search;
+  search.n = n;
+  search.key.resize(n + 1);
+  search.need.resize(n + 1);
+  search.canStart.resize(n + 1);
+  for (size_t i = 0; i <= n; ++i) {
+    search.key[i] = prefix[i] - problem.cutCost[i];
+    search.need[i] = prefix[i] + problem.cutCost[i];
+    search.canStart[i] =
+        i == 0 || problem.cutAllowed.empty() || problem.cutAllowed[i];
+  }
+  search.firstStart = &first;
+  search.capped = problem.memoryCap > 0;
   auto bottleneck = [&](const std::vector<size_t> &starts) {
     int64_t worst = 0;
     for (size_t k = 0; k < stages; ++k)
@@ -174,24 +229,37 @@ Partition pippy::partitionOptimal(const PartitionProblem &problem,
                                         k + 1 < stages ? starts[k + 1] : n));
     return worst;
   };
-  std::vector<size_t> best = tryPartition(prefix, problem.cutCost, first,
-                                          problem.cutAllowed, stages, hi, ws);
-  if (best.empty())
-    return Partition(); // nothing fits the memory cap and the allowed cuts
-  // A partition found under a bound costs at most that bound: its own
-  // bottleneck is the tighter upper end of the search.
-  hi = bottleneck(best);
-  while (lo < hi) {
-    int64_t mid = lo + (hi - lo) / 2;
-    std::vector<size_t> starts = tryPartition(
-        prefix, problem.cutCost, first, problem.cutAllowed, stages, mid, ws);
-    if (starts.empty()) {
-      lo = mid + 1;
-    } else {
+  // The optimum is usually just above the lower bound: the search gallops
+  // up from it until a bound succeeds (each failure also jumps to the next
+  // bound that could), then bisects between the two ends. The answer is the
+  // partition found under the optimum itself, whatever the probes before.
+  const int64_t most = hi; // the bound under which any partition fits
+  int64_t step = std::max<int64_t>(1, lo / 1024);
+  std::vector<size_t> best;
+  int64_t bestLimit = -1; // the bound `best` was found under
+  int64_t probe = lo, nextLimit;
+  while (true) {
+    std::vector<size_t> starts = tryPartition(search, stages, probe, nextLimit);
+    if (!starts.empty()) {
       hi = bottleneck(starts);
       best = std::move(starts);
+      bestLimit = probe;
+    } else if (best.empty() && (probe >= most || nextLimit > most)) {
+      return Partition(); // nothing fits the memory cap and the allowed cuts
+    } else {
+      lo = std::min(hi, std::max(probe + 1, nextLimit));
+    }
+    if (!best.empty() && lo >= hi)
+      break;
+    if (best.empty()) {
+      probe = std::min(most, lo + step);
+      step = step > most / 4 ? most : step * 4;
+    } else {
+      probe = lo + (hi - lo) / 2;
     }
   }
+  if (bestLimit != hi)
+    best = tryPartition(search, stages, hi, nextLimit);
   Partition result;
   result.starts = best;
   result.bottleneck = bottleneck(best);

@@ -67,6 +67,46 @@ TEST(Partition, MatchesExhaustiveSearch) {
   }
 }
 
+// Costs of the size real models give (FLOPs and bytes: up to 1e9 per op):
+// the search gallops up from its lower bound in growing steps before it
+// bisects. Its optimum still equals exhaustive search's, with and without a
+// memory cap and cuts ruled out, and it finds no partition exactly when
+// there is none.
+TEST(Partition, LargeCostsMatchExhaustiveSearch) {
+  std::mt19937_64 rng(17);
+  for (int trial = 0; trial < 600; ++trial) {
+    size_t n = 1 + rng() % 12;
+    size_t stages = 1 + rng() % n;
+    PartitionProblem p;
+    for (size_t i = 0; i < n; ++i)
+      p.opCost.push_back(rng() % 1000000000);
+    for (size_t i = 0; i <= n; ++i) {
+      p.cutCost.push_back(i == 0 || i == n ? 0 : rng() % 300000000);
+      if (trial % 3 == 1)
+        p.cutAllowed.push_back(i == 0 || rng() % 3 != 0);
+    }
+    if (trial % 3 == 2) {
+      for (size_t i = 0; i < n; ++i)
+        p.opMemory.push_back(rng() % 100);
+      p.memoryCap = 50 + rng() % 400;
+    }
+    Partition fast = partitionOptimal(p, stages);
+    Partition slow = partitionExhaustive(p, stages);
+    ASSERT_EQ(fast.starts.empty(), slow.starts.empty()) << "trial " << trial;
+    if (slow.starts.empty())
+      continue;
+    ASSERT_EQ(fast.bottleneck, slow.bottleneck) << "trial " << trial;
+    ASSERT_EQ(fast.starts.size(), stages);
+    int64_t worst = 0;
+    for (size_t k = 0; k < stages; ++k) {
+      size_t end = k + 1 < stages ? fast.starts[k + 1] : n;
+      ASSERT_LT(fast.starts[k], end) << "empty stage";
+      worst = std::max(worst, stageCost(p, fast.starts[k], end));
+    }
+    EXPECT_EQ(worst, fast.bottleneck) << "trial " << trial;
+  }
+}
+
 // With a memory cap: the same optimum as exhaustive search over the
 // partitions whose every stage fits, every stage of the answer fits, and no
 // answer exactly when exhaustive search finds none.
