@@ -49,8 +49,31 @@ def Torch_Dialect : Dialect {
                                  ::mlir::OpAsmPrinter &)>
     getOperationPrinter(::mlir::Operation *op) const override;
 
+    /// The text of a tensor type whose dtype is a builtin type and that has
+    /// no sparse encoding, without the `!torch.` prefix
+    /// (`vtensor<[4,16],f32>`). Such a type prints the same in every module
+    /// (builtin types never get aliases), so it is written once and kept.
+    ::llvm::StringRef getTensorTypeText(::mlir::Type type) const;
+
+    /// How `torch.constant.float` prints a value: MLIR's text for it
+    /// (`1.000000e-05`) and the SSA name made of it (`float1.000000e-05`).
+    /// Kept by the value's bits: writing a double in decimal and parsing it
+    /// back (MLIR's check that the text round-trips) costs tens of thousands
+    /// of instructions, and a model repeats a few values (an epsilon, a
+    /// scale) in every layer.
+    struct FloatText {
+      ::llvm::StringRef value, name;
+    };
+    FloatText getFloatText(::mlir::FloatAttr value) const;
+
   private:
     void registerTypes();
+
+    /// The texts above, and the memory that holds them.
+    mutable ::llvm::DenseMap<::mlir::Type, ::llvm::StringRef> tensorTypeTexts;
+    mutable ::llvm::DenseMap<uint64_t, FloatText> floatTexts;
+    mutable ::llvm::BumpPtrAllocator printedTextMemory;
+    mutable ::std::mutex printedTextsMutex;
 
     /// Types parsed so far, by their text (`vtensor<[4,16],f32>`): a large
     /// graph spells a few hundred distinct types hundreds of thousands of

@@ -13,6 +13,7 @@
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/StringSaver.h"
 
 using namespace mlir;
 using namespace mlir::torch;
@@ -112,17 +113,66 @@ void ConstantIntOp::print(OpAsmPrinter &p) {
   p.printOptionalAttrDict((*this)->getAttrs(), {"value"});
 }
 
-void ConstantFloatOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
-  // The value as MLIR prints it (`1.000000e-02`), less the characters an SSA
-  // name cannot hold (the `+` of `e+00`).
+TorchDialect::FloatText TorchDialect::getFloatText(FloatAttr attr) const {
+  APFloat value = attr.getValue();
+  bool keep = &value.getSemantics() == &APFloat::IEEEdouble();
+  uint64_t bits = keep ? value.bitcastToAPInt().getZExtValue() : 0;
+  std::lock_guard<std::mutex> lock(printedTextsMutex);
+  if (keep)
+    if (auto it = floatTexts.find(bits); it != floatTexts.end())
+      return it->second;
+  // MLIR's own text for the value: exponent form when it reads back
+  // exactly, else the shortest form that does, else hexadecimal.
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  attr.print(os, /*elideType=*/true);
+  // The name: the exponent form, less the characters an SSA name cannot
+  // hold (the `+` of `e+00`).
   SmallString<32> digits;
-  getValue().toString(digits, /*FormatPrecision=*/6, /*FormatMaxPadding=*/0,
-                      /*TruncateZero=*/false);
+  value.toString(digits, /*FormatPrecision=*/6, /*FormatMaxPadding=*/0,
+                 /*TruncateZero=*/false);
   SmallString<40> name("float");
   for (char c : digits)
     if (llvm::isAlnum(c) || c == '_' || c == '$' || c == '.' || c == '-')
       name.push_back(c);
-  setNameFn(getResult(), name);
+  llvm::StringSaver saver(printedTextMemory);
+  FloatText result{saver.save(text), saver.save(name.str())};
+  if (keep)
+    floatTexts.try_emplace(bits, result);
+  return result;
+}
+
+static const TorchDialect &torchDialect(Operation *op) {
+  return static_cast<const TorchDialect &>(*op->getDialect());
+}
+
+void ConstantFloatOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
+  setNameFn(getResult(), torchDialect(*this).getFloatText(getValueAttr()).name);
+}
+
+// As the `$value attr-dict` format would parse and print it.
+ParseResult ConstantFloatOp::parse(OpAsmParser &parser,
+                                   OperationState &result) {
+  FloatAttr value;
+  if (parser.parseCustomAttributeWithFallback(value,
+                                              parser.getBuilder().getF64Type()))
+    return failure();
+  if (value)
+    result.getOrAddProperties<Properties>().value = value;
+  SMLoc loc = parser.getCurrentLocation();
+  if (parser.parseOptionalAttrDict(result.attributes) ||
+      failed(verifyInherentAttrs(result.name, result.attributes, [&]() {
+        return parser.emitError(loc)
+               << "'" << result.name.getStringRef() << "' op ";
+      })))
+    return failure();
+  result.addTypes(parser.getBuilder().getType<FloatType>());
+  return success();
+}
+
+void ConstantFloatOp::print(OpAsmPrinter &p) {
+  p << ' ' << torchDialect(*this).getFloatText(getValueAttr()).value;
+  p.printOptionalAttrDict((*this)->getAttrs(), {"value"});
 }
 
 ParseResult BindSymbolicShapeOp::parse(OpAsmParser &parser,

@@ -95,7 +95,8 @@ def Torch_ConstantFloatOp : Torch_Op<"constant.float", [
   }];
   let arguments = (ins F64Attr:$value);
   let results = (outs Torch_FloatType:$result);
-  let assemblyFormat = "$value attr-dict";
+  // `$value attr-dict`, with the value's text kept by the dialect.
+  let hasCustomAssemblyFormat = 1;
 }
 
 def Torch_ConstantNumberOp : Torch_Op<"constant.number", [ConstantLike, Pure]> {

@@ -8,9 +8,11 @@
 #include "pippy/Dialect/Torch/TorchDialect.h"
 
 #include "mlir/Dialect/SparseTensor/IR/SparseTensor.h"
+#include "mlir/IR/BuiltinDialect.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/StringSaver.h"
 
 using namespace mlir;
 using namespace mlir::torch;
@@ -41,7 +43,15 @@ Type mlir::torch::parseTorchDialectType(AsmParser &parser) {
   return Type();
 }
 
+static bool printsAlikeEverywhere(Type type);
+
 void mlir::torch::printTorchDialectType(Type type, AsmPrinter &printer) {
+  // Tensor types are most of a graph's text, and most are alike.
+  if (printsAlikeEverywhere(type)) {
+    printer.getStream() << static_cast<const TorchDialect &>(type.getDialect())
+                               .getTensorTypeText(type);
+    return;
+  }
   if (succeeded(generatedTypePrinter(type, printer)))
     return;
   printer.printType(type);
@@ -317,37 +327,77 @@ static FailureOr<TensorTypeParts> parseTensorParts(AsmParser &parser) {
   return parts;
 }
 
+/// `<[sizes],dtype[,sparsity]>`, or nothing for a tensor of unknown rank,
+/// dtype and encoding; `printDtype` and `printSparsity` write those two.
+static void writeTensorParts(raw_ostream &os,
+                             std::optional<ArrayRef<int64_t>> sizes, Type dtype,
+                             Attribute sparsity,
+                             function_ref<void()> printDtype,
+                             function_ref<void()> printSparsity) {
+  if (!sizes && !dtype && !sparsity)
+    return;
+  os << "<";
+  if (sizes) {
+    os << "[";
+    llvm::interleave(
+        *sizes, os,
+        [&](int64_t size) {
+          if (size == kUnknownSize)
+            os << "?";
+          else
+            os << size;
+        },
+        ",");
+    os << "]";
+  } else {
+    os << "*";
+  }
+  os << ",";
+  if (dtype)
+    printDtype();
+  else
+    os << "unk";
+  if (sparsity) {
+    os << ",";
+    printSparsity();
+  }
+  os << ">";
+}
+
 static void printTensorParts(AsmPrinter &printer,
                              std::optional<ArrayRef<int64_t>> sizes, Type dtype,
                              Attribute sparsity) {
-  if (!sizes && !dtype && !sparsity)
-    return;
-  printer << "<";
-  if (sizes) {
-    printer << "[";
-    llvm::interleave(
-        *sizes, printer,
-        [&](int64_t size) {
-          if (size == kUnknownSize)
-            printer << "?";
-          else
-            printer << size;
-        },
-        ",");
-    printer << "]";
-  } else {
-    printer << "*";
-  }
-  printer << ",";
-  if (dtype)
-    printer.printType(dtype);
-  else
-    printer << "unk";
-  if (sparsity) {
-    printer << ",";
-    printer.printAttribute(sparsity);
-  }
-  printer << ">";
+  writeTensorParts(
+      printer.getStream(), sizes, dtype, sparsity,
+      [&] { printer.printType(dtype); },
+      [&] { printer.printAttribute(sparsity); });
+}
+
+/// Whether `type` is a tensor type that `getTensorTypeText` keeps.
+static bool printsAlikeEverywhere(Type type) {
+  auto tensor = dyn_cast<BaseTensorType>(type);
+  if (!tensor || tensor.getOptionalSparsity())
+    return false;
+  Type dtype = tensor.getOptionalDtype();
+  return !dtype || isa<BuiltinDialect>(dtype.getDialect());
+}
+
+StringRef TorchDialect::getTensorTypeText(Type type) const {
+  assert(printsAlikeEverywhere(type) && "text that depends on the module");
+  std::lock_guard<std::mutex> lock(printedTextsMutex);
+  StringRef &text = tensorTypeTexts[type];
+  if (text.data())
+    return text;
+  auto tensor = cast<BaseTensorType>(type);
+  std::string buffer;
+  llvm::raw_string_ostream os(buffer);
+  os << (isa<ValueTensorType>(type) ? ValueTensorType::getMnemonic()
+                                    : NonValueTensorType::getMnemonic());
+  writeTensorParts(
+      os, tensor.getOptionalSizes(), tensor.getOptionalDtype(), Attribute(),
+      [&] { tensor.getOptionalDtype().print(os); }, [] {});
+  text = llvm::StringSaver(printedTextMemory).save(buffer);
+  return text;
 }
 
 template <typename TensorType> static Type parseTensorType(AsmParser &parser) {
