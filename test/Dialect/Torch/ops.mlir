@@ -34,6 +34,29 @@ func.func @constants() -> (!torch.int, !torch.int, !torch.float, !torch.float, !
   return %0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10 : !torch.int, !torch.int, !torch.float, !torch.float, !torch.bool, !torch.bool, !torch.none, !torch.str, !torch.Device, !torch.number, !torch.number
 }
 
+// Float constants print as MLIR prints an f64: the exponent form where it
+// reads back exactly, the shortest exact decimal where it does not, and
+// infinities and NaN in hexadecimal. The SSA name is always the exponent
+// form. A value seen again prints the same.
+// CHECK-LABEL: func.func @float_texts()
+func.func @float_texts() -> (!torch.float, !torch.float, !torch.float, !torch.float, !torch.float, !torch.float, !torch.float) {
+  // CHECK-NEXT: %float1.234570e00 = torch.constant.float 1.2345678899999999
+  %0 = torch.constant.float 1.23456789
+  // CHECK-NEXT: %float1.234570e00_0 = torch.constant.float 1.2345678899999999
+  %1 = torch.constant.float 1.23456789
+  // CHECK-NEXT: %floatInf = torch.constant.float 0x7FF0000000000000
+  %2 = torch.constant.float 0x7FF0000000000000
+  // CHECK-NEXT: %floatNaN = torch.constant.float 0x7FF8000000000000
+  %3 = torch.constant.float 0x7FF8000000000000
+  // CHECK-NEXT: %float-0.000000e00 = torch.constant.float -0.000000e+00
+  %4 = torch.constant.float -0.0
+  // CHECK-NEXT: %float1.000000e300 = torch.constant.float 1.000000e+300 {note = 1 : i64}
+  %5 = torch.constant.float 1.0e300 {note = 1}
+  // CHECK-NEXT: %float1.234570e00_1 = torch.constant.float 1.2345678899999999
+  %6 = torch.constant.float 1.23456789
+  return %0, %1, %2, %3, %4, %5, %6 : !torch.float, !torch.float, !torch.float, !torch.float, !torch.float, !torch.float, !torch.float
+}
+
 // Unregistered ops in the shared format: operands, attributes, no operands,
 // no results, several results, overloads, any namespace.
 // CHECK-LABEL: func.func @default_format(
