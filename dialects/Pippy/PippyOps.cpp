@@ -24,21 +24,24 @@ using namespace mlir::pippy;
 // ParamOp
 //===----------------------------------------------------------------------===//
 
+// The name is read and written as a plain string literal, not through the
+// attribute grammar: a graph holds one parameter op per weight.
 ParseResult ParamOp::parse(OpAsmParser &parser, OperationState &result) {
-  StringAttr name;
+  std::string name;
   Type type;
-  if (parser.parseAttribute(name, parser.getBuilder().getNoneType()) ||
+  if (parser.parseString(&name) ||
       parser.parseOptionalAttrDict(result.attributes) || parser.parseColon() ||
       parser.parseType(type))
     return failure();
-  result.getOrAddProperties<Properties>().name = name;
+  result.getOrAddProperties<Properties>().name =
+      parser.getBuilder().getStringAttr(name);
   result.addTypes(type);
   return success();
 }
 
 void ParamOp::print(OpAsmPrinter &p) {
   p << ' ';
-  p.printAttributeWithoutType(getNameAttr());
+  p.printString(getName());
   p.printOptionalAttrDict((*this)->getDiscardableAttrDictionary().getValue());
   p << " : ";
   p.printType(getType());

@@ -108,9 +108,11 @@ ParseResult ConstantIntOp::parse(OpAsmParser &parser, OperationState &result) {
   return success();
 }
 
+// The value is a property: only discardable attributes remain to print
+// (asking for all of them would first build a dictionary holding the value).
 void ConstantIntOp::print(OpAsmPrinter &p) {
   p << " " << getValueAttr().getInt();
-  p.printOptionalAttrDict((*this)->getAttrs(), {"value"});
+  p.printOptionalAttrDict((*this)->getDiscardableAttrDictionary().getValue());
 }
 
 TorchDialect::FloatText TorchDialect::getFloatText(FloatAttr attr) const {
@@ -172,7 +174,7 @@ ParseResult ConstantFloatOp::parse(OpAsmParser &parser,
 
 void ConstantFloatOp::print(OpAsmPrinter &p) {
   p << ' ' << torchDialect(*this).getFloatText(getValueAttr()).value;
-  p.printOptionalAttrDict((*this)->getAttrs(), {"value"});
+  p.printOptionalAttrDict((*this)->getDiscardableAttrDictionary().getValue());
 }
 
 ParseResult BindSymbolicShapeOp::parse(OpAsmParser &parser,

@@ -26,6 +26,14 @@ func.func @param_empty_name() {
 
 // -----
 
+func.func @param_name_not_string() {
+  // expected-error @+1 {{custom op 'pippy.param' expected string}}
+  %0 = pippy.param 5 : !torch.vtensor<[4],f32>
+  return
+}
+
+// -----
+
 func.func @stage_order(%x: !torch.vtensor<[2],f32>) {
   %0 = pippy.pipeline -> !torch.vtensor<[2],f32> {
     %a = pippy.stage 0 (%x) : (!torch.vtensor<[2],f32>) -> !torch.vtensor<[2],f32> {
