@@ -2,9 +2,9 @@
 //
 // The ops between pippy.split_point markers become pippy.stage regions of one
 // pippy.pipeline, in op order. Values used by later stages become stage
-// results and operands; parameters and constants are copied into every stage
-// that uses them, and a parameter copied into several stages gets a tied
-// group.
+// results and operands; parameters and constants move into the stage that
+// uses them, or are copied into each of several, and a parameter copied into
+// several stages gets a tied group.
 //
 //===----------------------------------------------------------------------===//
 
@@ -204,7 +204,22 @@ LogicalResult pd::outlineStages(func::FuncOp func, bool singleStage,
     for (Value v : stage.inputs)
       map.map(v, block->addArgument(v.getType(), v.getLoc()));
 
-    // Copies of parameters and constants, made at first use. Parameter
+    // Whether every op that reads `def` belongs to this stage: then `def`
+    // moves into it instead of being copied (most parameters and
+    // constants). A replicable reader (a list of constants) may go to
+    // several stages, and so may what it reads.
+    auto onlyThisStageReads = [&](Operation *def) {
+      for (Operation *user : def->getUsers()) {
+        if (block->findAncestorOpInBlock(*user))
+          continue; // moved here already
+        Operation *top = body.findAncestorOpInBlock(*user);
+        auto it = top ? stageOf.find(top) : stageOf.end();
+        if (it == stageOf.end() || it->second != s)
+          return false;
+      }
+      return true;
+    };
+    // Parameters and constants, moved or copied at first use. Parameter
     // ops of one name (a resource Torch-MLIR reads through several
     // literals) share one copy per stage.
     llvm::StringMap<Value> paramCopies;
@@ -220,7 +235,17 @@ LogicalResult pd::outlineStages(func::FuncOp func, bool singleStage,
         }
       for (Value operand : def->getOperands())
         copy(operand);
-      Operation *clone = inner.clone(*def, map);
+      Operation *clone = def;
+      if (onlyThisStageReads(def)) {
+        def->moveBefore(block, block->end());
+        for (OpOperand &operand : def->getOpOperands())
+          if (Value mapped = map.lookupOrNull(operand.get()))
+            operand.set(mapped);
+        for (Value result : def->getResults())
+          map.map(result, result);
+      } else {
+        clone = inner.clone(*def, map);
+      }
       if (param) {
         paramCopies[param.getName()] = clone->getResult(0);
         SmallVector<int64_t> &users = paramStages[param.getName()];
