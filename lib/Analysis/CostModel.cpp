@@ -75,15 +75,27 @@ Kind classify(StringRef name) {
 
 int64_t pippy::getTensorBytes(Type type) {
   auto tensor = dyn_cast<torch::BaseTensorType>(type);
-  if (!tensor || !tensor.hasStaticShape() || !tensor.hasDtype())
+  if (!tensor)
     return 0;
-  Type dtype = tensor.getDtype();
+  std::optional<ArrayRef<int64_t>> sizes = tensor.getOptionalSizes();
+  Type dtype = tensor.getOptionalDtype();
+  if (!sizes || !dtype)
+    return 0;
+  int64_t elements = 1;
+  for (int64_t size : *sizes) {
+    if (size == torch::kUnknownSize)
+      return 0;
+    elements *= size;
+  }
+  // f32 first: the common case needs no lookup of the float type interface.
   int64_t width = 8;
-  if (auto complex = dyn_cast<ComplexType>(dtype))
+  if (isa<Float32Type>(dtype))
+    width = 32;
+  else if (auto complex = dyn_cast<ComplexType>(dtype))
     width = 2 * complex.getElementType().getIntOrFloatBitWidth();
   else if (dtype.isIntOrFloat())
     width = dtype.getIntOrFloatBitWidth();
-  return *tensor.getNumElements() * std::max<int64_t>(width / 8, 1);
+  return elements * std::max<int64_t>(width / 8, 1);
 }
 
 pippy::OpCost pippy::estimateOpCost(Operation *op) {
