@@ -31,7 +31,8 @@ medians are over the remaining steps of all rounds. Prints a table with the
 ratios the project's targets are stated in, the measured bubble
 fraction of pippy's runs next to (p-1)/(m+p-1), and the two targets'
 ratios per round, from each round's medians of configurations that ran
-back to back.
+back to back. Each run's line shows the share of CPU time the hypervisor
+stole while it ran (/proc/stat), and the end the share over the bench.
 """
 import argparse
 import json
@@ -42,6 +43,25 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PY = "/usr/bin/python3"
+
+
+def cpu_times():
+    """(steal, total) jiffies of all CPUs from /proc/stat: time the
+    hypervisor gave to other guests while this one had work, and all time."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except OSError:
+        return None
+    steal = fields[7] if len(fields) > 7 else 0
+    return steal, sum(fields[:8])
+
+
+def steal_share(before, after):
+    """The share of CPU time stolen between two cpu_times(), or None."""
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return (after[0] - before[0]) / (after[1] - before[1])
 
 
 def sh(cmd, **kw):
@@ -119,16 +139,25 @@ def main():
     round_medians = {k: [] for k in configs}
     bubbles = {k: [] for k in configs}
     losses = {}
+    steals = {k: [] for k in configs}
+    bench_start = cpu_times()
     for r in range(args.rounds):
         for name, run in configs.items():
+            before = cpu_times()
             t, l, bubble = run(f"{w}/{name}.{r}.json")
+            steal = steal_share(before, cpu_times())
             times[name] += t[args.warmup:]
             round_medians[name].append(statistics.median(t[args.warmup:]))
             losses[name] = l
             if bubble is not None:
                 bubbles[name].append(bubble)
+            if steal is not None:
+                steals[name].append(steal)
             print(f"round {r + 1}/{args.rounds} {name:16s} median "
-                  f"{round_medians[name][-1] * 1e3:8.1f} ms", flush=True)
+                  f"{round_medians[name][-1] * 1e3:8.1f} ms" +
+                  (f"  steal {steal * 100:4.1f}%" if steal is not None else ""),
+                  flush=True)
+    bench_steal = steal_share(bench_start, cpu_times())
 
     med = {k: statistics.median(v) for k, v in times.items()}
     ideal = 2 * M / (M + 1)
@@ -183,11 +212,21 @@ def main():
     worst = max(abs(a - b) / abs(b) for k in losses
                 for a, b in zip(losses[k], ref))
     print(f"\nlosses of all configurations agree within {worst:.1e} relative")
+    # Time the hypervisor gave other guests: the 2-rank runs need both CPUs
+    # at once, so a stolen slice stalls a whole pipeline while a single
+    # process loses only its own share.
+    if bench_steal is not None:
+        worst_steal = {k: max(v) for k, v in steals.items() if v}
+        noisiest = max(worst_steal, key=worst_steal.get)
+        print(f"CPU time stolen by the hypervisor: {bench_steal * 100:.1f}% "
+              f"over the whole bench, at most {worst_steal[noisiest] * 100:.1f}% "
+              f"in one run ({noisiest})")
     if args.out:
         json.dump({"median_s": med, "steps": {k: len(v) for k, v in
                                               times.items()},
                    "bubble": bubbles, "ratios": {l: v for l, v, _ in rows},
-                   "round_medians_s": round_medians, "paired": paired},
+                   "round_medians_s": round_medians, "paired": paired,
+                   "steal": steals, "bench_steal": bench_steal},
                   open(args.out, "w"), indent=1)
 
 
