@@ -10,6 +10,31 @@ using namespace pippy;
 
 namespace {
 
+/// `part` cuts `p` into `stages` non-empty stages, starting only where cuts
+/// are allowed, each within the memory cap, and its bottleneck is its
+/// costliest stage.
+void expectWellFormed(const PartitionProblem &p, size_t stages,
+                      const Partition &part, int trial) {
+  ASSERT_EQ(part.starts.size(), stages) << "trial " << trial;
+  size_t n = p.opCost.size();
+  int64_t worst = 0;
+  for (size_t k = 0; k < stages; ++k) {
+    size_t begin = part.starts[k],
+           end = k + 1 < stages ? part.starts[k + 1] : n;
+    ASSERT_LT(begin, end) << "trial " << trial << ": empty stage";
+    if (!p.cutAllowed.empty())
+      EXPECT_TRUE(p.cutAllowed[begin]) << "trial " << trial << " cut " << begin;
+    if (p.memoryCap > 0) {
+      int64_t held = 0;
+      for (size_t i = begin; i < end; ++i)
+        held += p.opMemory[i];
+      EXPECT_LE(held, p.memoryCap) << "trial " << trial;
+    }
+    worst = std::max(worst, stageCost(p, begin, end));
+  }
+  EXPECT_EQ(worst, part.bottleneck) << "trial " << trial;
+}
+
 TEST(Partition, BalancesEqualOps) {
   PartitionProblem p{{1, 1, 1, 1, 1, 1}, {0, 0, 0, 0, 0, 0, 0}};
   Partition part = partitionOptimal(p, 3);
@@ -56,14 +81,7 @@ TEST(Partition, MatchesExhaustiveSearch) {
     Partition slow = partitionExhaustive(p, stages);
     ASSERT_EQ(fast.bottleneck, slow.bottleneck)
         << "trial " << trial << " n " << n << " stages " << stages;
-    ASSERT_EQ(fast.starts.size(), stages);
-    int64_t worst = 0;
-    for (size_t k = 0; k < stages; ++k) {
-      size_t end = k + 1 < stages ? fast.starts[k + 1] : n;
-      ASSERT_LT(fast.starts[k], end) << "empty stage";
-      worst = std::max(worst, stageCost(p, fast.starts[k], end));
-    }
-    EXPECT_EQ(worst, fast.bottleneck);
+    expectWellFormed(p, stages, fast, trial);
   }
 }
 
@@ -96,14 +114,7 @@ TEST(Partition, LargeCostsMatchExhaustiveSearch) {
     if (slow.starts.empty())
       continue;
     ASSERT_EQ(fast.bottleneck, slow.bottleneck) << "trial " << trial;
-    ASSERT_EQ(fast.starts.size(), stages);
-    int64_t worst = 0;
-    for (size_t k = 0; k < stages; ++k) {
-      size_t end = k + 1 < stages ? fast.starts[k + 1] : n;
-      ASSERT_LT(fast.starts[k], end) << "empty stage";
-      worst = std::max(worst, stageCost(p, fast.starts[k], end));
-    }
-    EXPECT_EQ(worst, fast.bottleneck) << "trial " << trial;
+    expectWellFormed(p, stages, fast, trial);
   }
 }
 
