@@ -1,5 +1,4 @@
-//===- NcclComm.cpp - the NCCL engine
-//--------------------------------------===//
+//===- NcclComm.cpp - the NCCL engine ------------------------------------===//
 
 #include "NcclComm.h"
 
@@ -72,7 +71,16 @@ std::string DirectoryStore::get(const std::string &key,
 }
 
 Handle::Handle(Communicator &comm, std::string what)
-    : comm(&comm), what(std::move(what)) {
+    : Handle(comm, std::move(what), /*inGroup=*/false) {}
+
+Handle Handle::grouped(Communicator &comm, std::string what) {
+  return Handle(comm, std::move(what), /*inGroup=*/true);
+}
+
+Handle::Handle(Communicator &comm, std::string what, bool inGroup)
+    : comm(&comm), what(std::move(what)), inGroup(inGroup) {
+  if (inGroup)
+    return;
   cudaCheck(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
             this->what + ": cudaEventCreate");
   cudaCheck(cudaEventRecord(event, comm.stream()),
@@ -80,7 +88,8 @@ Handle::Handle(Communicator &comm, std::string what)
 }
 
 Handle::Handle(Handle &&other) noexcept
-    : comm(other.comm), event(other.event), what(std::move(other.what)) {
+    : comm(other.comm), event(other.event), what(std::move(other.what)),
+      inGroup(other.inGroup) {
   other.event = nullptr;
 }
 
@@ -90,9 +99,13 @@ Handle::~Handle() {
 }
 
 void Handle::wait() {
+  if (inGroup)
+    throw NcclError(what + ": issued inside a group; wait on the handle that "
+                           "groupEnd returns");
   if (!event)
     return;
-  auto deadline = std::chrono::steady_clock::now() + comm->timeout();
+  auto start = std::chrono::steady_clock::now();
+  auto deadline = start + comm->timeout();
   for (;;) {
     cudaError_t status = cudaEventQuery(event);
     if (status == cudaSuccess)
@@ -100,13 +113,15 @@ void Handle::wait() {
     if (status != cudaErrorNotReady)
       throw NcclError(what + ": " + cudaGetErrorString(status));
     comm->checkAsyncError(what);
-    if (std::chrono::steady_clock::now() > deadline) {
+    auto now = std::chrono::steady_clock::now();
+    if (now > deadline) {
       comm->abort();
       throw NcclError(what + ": not done within " +
                       std::to_string(comm->timeout().count()) +
                       " ms (a peer died or hangs); communicator aborted");
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    if (now - start > spinLimit)
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
   cudaEventDestroy(event);
   event = nullptr;
@@ -119,15 +134,27 @@ Communicator::Communicator(Store &store, const std::string &key, int rank,
   if (rank < 0 || rank >= size)
     throw NcclError("rank " + std::to_string(rank) + " outside a world of " +
                     std::to_string(size));
+  try {
+    join(store, key, device);
+  } catch (...) {
+    // No destructor runs for an object whose constructor threw.
+    abort();
+    if (cudaStream)
+      cudaStreamDestroy(cudaStream);
+    throw;
+  }
+}
+
+void Communicator::join(Store &store, const std::string &key, int device) {
   cudaCheck(cudaSetDevice(device),
             "cudaSetDevice(" + std::to_string(device) + ")");
   cudaCheck(cudaStreamCreateWithFlags(&cudaStream, cudaStreamNonBlocking),
             "cudaStreamCreate");
   ncclUniqueId id;
-  if (rank == 0) {
+  if (rankId == 0) {
     check(ncclGetUniqueId(&id), "ncclGetUniqueId");
     store.set(key, hex(id.internal, sizeof(id.internal)));
-  } else if (!unhex(store.get(key, timeout), id.internal,
+  } else if (!unhex(store.get(key, waitLimit), id.internal,
                     sizeof(id.internal))) {
     throw NcclError("the store's value for '" + key +
                     "' is not an NCCL unique id");
@@ -136,10 +163,9 @@ Communicator::Communicator(Store &store, const std::string &key, int rank,
   // of hanging here.
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
-  ncclResult_t result = ncclCommInitRankConfig(&comm, size, id, rank, &config);
-  if (result != ncclSuccess && result != ncclInProgress)
-    check(result, "ncclCommInitRank");
-  auto deadline = std::chrono::steady_clock::now() + timeout;
+  check(ncclCommInitRankConfig(&comm, worldSize, id, rankId, &config),
+        "ncclCommInitRank");
+  auto deadline = std::chrono::steady_clock::now() + waitLimit;
   for (;;) {
     ncclResult_t state;
     check(ncclCommGetAsyncError(comm, &state), "ncclCommGetAsyncError");
@@ -147,12 +173,11 @@ Communicator::Communicator(Store &store, const std::string &key, int rank,
       break;
     if (state != ncclInProgress)
       check(state, "ncclCommInitRank");
-    if (std::chrono::steady_clock::now() > deadline) {
-      abort();
-      throw NcclError("rank " + std::to_string(rank) +
+    if (std::chrono::steady_clock::now() > deadline)
+      throw NcclError("rank " + std::to_string(rankId) +
                       ": the other ranks did not join within " +
-                      std::to_string(timeout.count()) + " ms");
-    }
+                      std::to_string(waitLimit.count()) +
+                      " ms; communicator aborted");
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
@@ -191,35 +216,63 @@ void Communicator::abort() {
   }
 }
 
-Handle Communicator::finish(const std::string &what) {
-  // Inside a group, the handle of groupEnd covers the operations.
+void Communicator::settle(ncclResult_t result, const std::string &what) {
+  check(result, what);
+  if (result != ncclInProgress)
+    return;
+  auto deadline = std::chrono::steady_clock::now() + waitLimit;
+  for (;;) {
+    ncclResult_t state;
+    check(ncclCommGetAsyncError(comm, &state), what);
+    if (state == ncclSuccess)
+      return;
+    if (state != ncclInProgress) {
+      abort();
+      check(state, what);
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      abort();
+      throw NcclError("rank " + std::to_string(rankId) + ": " + what +
+                      ": not enqueued within " +
+                      std::to_string(waitLimit.count()) +
+                      " ms; communicator aborted");
+    }
+    std::this_thread::yield();
+  }
+}
+
+Handle Communicator::finish(ncclResult_t result, const std::string &what) {
+  if (groupDepth > 0) {
+    // NCCL defers the operation to the group's end.
+    check(result, what);
+    return Handle::grouped(*this, what);
+  }
+  settle(result, what);
   return Handle(*this, what);
 }
 
 Handle Communicator::send(const void *buffer, size_t count, ncclDataType_t type,
                           int peer, const std::string &what) {
-  check(ncclSend(buffer, count, type, peer, comm, cudaStream), what);
-  return finish(what);
+  return finish(ncclSend(buffer, count, type, peer, comm, cudaStream), what);
 }
 
 Handle Communicator::recv(void *buffer, size_t count, ncclDataType_t type,
                           int peer, const std::string &what) {
-  check(ncclRecv(buffer, count, type, peer, comm, cudaStream), what);
-  return finish(what);
+  return finish(ncclRecv(buffer, count, type, peer, comm, cudaStream), what);
 }
 
 Handle Communicator::allReduceSum(const void *in, void *out, size_t count,
                                   ncclDataType_t type,
                                   const std::string &what) {
-  check(ncclAllReduce(in, out, count, type, ncclSum, comm, cudaStream), what);
-  return finish(what);
+  return finish(ncclAllReduce(in, out, count, type, ncclSum, comm, cudaStream),
+                what);
 }
 
 Handle Communicator::broadcast(const void *in, void *out, size_t count,
                                ncclDataType_t type, int root,
                                const std::string &what) {
-  check(ncclBroadcast(in, out, count, type, root, comm, cudaStream), what);
-  return finish(what);
+  return finish(ncclBroadcast(in, out, count, type, root, comm, cudaStream),
+                what);
 }
 
 void Communicator::barrier(const std::string &what) {
@@ -242,22 +295,16 @@ void Communicator::groupStart() {
 }
 
 Handle Communicator::groupEnd(const std::string &what) {
+  if (groupDepth == 0)
+    throw NcclError(what + ": groupEnd without groupStart");
   --groupDepth;
+  // A non-blocking communicator may still be launching the group (setting
+  // up connections to new peers, say) when ncclGroupEnd returns.
   ncclResult_t result = ncclGroupEnd();
-  if (result == ncclInProgress) {
-    // Non-blocking communicators finish the group asynchronously.
-    auto deadline = std::chrono::steady_clock::now() + waitLimit;
-    ncclResult_t state = ncclInProgress;
-    while (state == ncclInProgress) {
-      check(ncclCommGetAsyncError(comm, &state), what);
-      if (std::chrono::steady_clock::now() > deadline) {
-        abort();
-        throw NcclError(what + ": group not launched within the timeout");
-      }
-    }
-    check(state, what);
-  } else {
+  if (groupDepth > 0) {
     check(result, what);
+    return Handle::grouped(*this, what);
   }
-  return finish(what);
+  settle(result, what);
+  return Handle(*this, what);
 }
