@@ -10,7 +10,8 @@
 //       engine's handles; the results are compared with what they must be.
 //       Then the bad paths: waiting on an operation issued inside a group, a
 //       peer that never joins (the wait ends at the timeout, the
-//       communicator is aborted) and a store without NCCL's id.
+//       communicator is aborted), a store without NCCL's id, and a receive
+//       from itself whose send never comes (NCCL's error, not a hang).
 //   pippy-nccl-selftest --world N --rank R --store DIR [--timeout-ms T]
 //       One rank of a world of N, on device R modulo the device count,
 //       meeting the others in the directory DIR: an all-reduce, a broadcast
@@ -19,7 +20,7 @@
 //   pippy-nccl-selftest --bench
 //       Times an all-reduce and a send to itself at several sizes, waited
 //       on through a handle and through cudaStreamSynchronize, and the same
-//       on a blocking communicator of plain NCCL.
+//       on a blocking and a non-blocking communicator of plain NCCL.
 //
 // Exit codes: 0 all checks passed, 1 a check failed, 2 bad arguments,
 // 77 no GPU (skipped).
@@ -223,6 +224,27 @@ int runOneRank() {
     });
   }
 
+  // A receive from itself whose send never comes. NCCL 2.28 refuses it while
+  // launching the group, on its own thread (invalid usage, after about a
+  // second on an H200); the engine must report that error, naming the
+  // operation, and abort the communicator rather than hang or go on. (Were
+  // the launch accepted, the wait would end at the 2 s timeout instead; the
+  // check takes either error.) Last, as it leaves an aborted communicator
+  // behind.
+  {
+    StoreDirectory dir;
+    DirectoryStore store(dir.path);
+    Communicator comm(store, "nccl-id", /*rank=*/0, /*size=*/1, /*device=*/0,
+                      std::chrono::milliseconds(2000));
+    DeviceBuffer b(1 << 12);
+    expectError(
+        "a receive whose send never comes", "receive without its send", [&] {
+          comm.groupStart();
+          comm.recv(b.data, 1 << 10, ncclFloat, 0, "receive without its send");
+          comm.groupEnd("receive without its send").wait();
+        });
+  }
+
   std::printf("nccl-selftest: %s\n", failures ? "FAILED" : "all checks passed");
   return failures ? 1 : 0;
 }
@@ -296,21 +318,36 @@ int runBench() {
   DirectoryStore store(dir.path);
   Communicator comm(store, "nccl-id", 0, 1, 0,
                     std::chrono::milliseconds(30000));
-  // The same operations on a blocking communicator of plain NCCL, for
-  // what the engine's non-blocking one (which lets a missing peer time out)
-  // costs.
-  ncclComm_t blocking;
+  // The same operations on communicators of plain NCCL, a blocking one and
+  // a non-blocking one, for what the engine's non-blocking communicator
+  // (which lets a missing peer time out) and its own code cost.
+  ncclComm_t blocking, nonBlocking;
   int device = 0;
   if (ncclCommInitAll(&blocking, 1, &device) != ncclSuccess)
     throw NcclError("ncclCommInitAll failed");
+  ncclUniqueId id;
+  ncclGetUniqueId(&id);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclResult_t state = ncclCommInitRankConfig(&nonBlocking, 1, id, 0, &config);
+  // Waits until a non-blocking call has finished (NCCL's documented way).
+  auto settle = [&](ncclResult_t result) {
+    while (result == ncclInProgress)
+      ncclCommGetAsyncError(nonBlocking, &result);
+    if (result != ncclSuccess)
+      throw NcclError(std::string("plain non-blocking NCCL: ") +
+                      ncclGetErrorString(result));
+  };
+  settle(state);
   cudaStream_t stream;
   cudaOk(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
          "cudaStreamCreate");
   auto sync = [](cudaStream_t s) {
     cudaOk(cudaStreamSynchronize(s), "cudaStreamSynchronize");
   };
-  std::printf("%-10s %-10s %14s %14s %14s %12s\n", "operation", "bytes",
-              "handle us", "stream-sync us", "blocking us", "GB/s");
+  std::printf("%-10s %-10s %10s %14s %12s %16s %10s\n", "operation", "bytes",
+              "handle us", "stream-sync us", "blocking us", "non-blocking us",
+              "GB/s");
   for (size_t bytes : {size_t(4), size_t(4) << 10, size_t(256) << 10,
                        size_t(4) << 20, size_t(64) << 20}) {
     DeviceBuffer a(bytes), b(bytes);
@@ -325,26 +362,27 @@ int runBench() {
       comm.recv(b.data, count, ncclFloat, 0, "recv");
       return comm.groupEnd("send/recv");
     };
-    auto plainAllReduce = [&] {
-      ncclAllReduce(a.data, b.data, count, ncclFloat, ncclSum, blocking,
-                    stream);
+    auto plainAllReduce = [&](ncclComm_t c) {
+      return ncclAllReduce(a.data, b.data, count, ncclFloat, ncclSum, c,
+                           stream);
     };
-    auto plainSendRecv = [&] {
+    auto plainSendRecv = [&](ncclComm_t c) {
       ncclGroupStart();
-      ncclSend(a.data, count, ncclFloat, 0, blocking, stream);
-      ncclRecv(b.data, count, ncclFloat, 0, blocking, stream);
-      ncclGroupEnd();
+      ncclSend(a.data, count, ncclFloat, 0, c, stream);
+      ncclRecv(b.data, count, ncclFloat, 0, c, stream);
+      return ncclGroupEnd();
     };
     struct Row {
       const char *name;
       std::function<Handle()> op;
-      std::function<void()> plain;
+      std::function<ncclResult_t(ncclComm_t)> plain;
     };
     for (const Row &row : {Row{"all-reduce", allReduce, plainAllReduce},
                            Row{"send/recv", sendRecv, plainSendRecv}}) {
       for (int i = 0; i < 5; ++i) {
         row.op().wait();
-        row.plain();
+        row.plain(blocking);
+        settle(row.plain(nonBlocking));
         sync(stream);
       }
       double handle = medianMicros(50, [&] { row.op().wait(); });
@@ -353,15 +391,21 @@ int runBench() {
         sync(comm.stream());
       });
       double plain = medianMicros(50, [&] {
-        row.plain();
+        row.plain(blocking);
         sync(stream);
       });
-      std::printf("%-10s %-10zu %14.1f %14.1f %14.1f %12.1f\n", row.name, bytes,
-                  handle, streamSync, plain, bytes / handle / 1e3);
+      double plainNonBlocking = medianMicros(50, [&] {
+        settle(row.plain(nonBlocking));
+        sync(stream);
+      });
+      std::printf("%-10s %-10zu %10.1f %14.1f %12.1f %16.1f %10.1f\n", row.name,
+                  bytes, handle, streamSync, plain, plainNonBlocking,
+                  bytes / handle / 1e3);
     }
   }
   cudaStreamDestroy(stream);
   ncclCommDestroy(blocking);
+  ncclCommDestroy(nonBlocking);
   return 0;
 }
 
