@@ -562,6 +562,20 @@ Program Program::compile(Block &body, const std::string &name) {
             static_cast<int64_t>(value.toDouble()));
         program.isConstant.push_back(true);
       }
+      // `Embedding(sparse=True)` and `EmbeddingBag(sparse=True)` would give
+      // their table a sparse gradient, which gradient sums between stages,
+      // tied groups and checkpoints do not take: the table gets the dense
+      // gradient of the same values instead (what SGD adds is the same).
+      for (size_t i = 0; i < args.size(); ++i)
+        if (args[i].name() == "sparse" &&
+            args[i].type()->kind() == c10::TypeKind::BoolType &&
+            program.isConstant[inst.inputs[i]] &&
+            program.constantSlots[inst.inputs[i]].isBool() &&
+            program.constantSlots[inst.inputs[i]].toBool()) {
+          inst.inputs[i] = program.numSlots++;
+          program.constantSlots.emplace_back(false);
+          program.isConstant.push_back(true);
+        }
     } else {
       throw RuntimeError(describe(op) + ": is not supported by the runtime");
     }

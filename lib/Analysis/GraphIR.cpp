@@ -7,6 +7,7 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSwitch.h"
 
 using namespace mlir;
@@ -52,6 +53,54 @@ bool isReplicable(Operation *op) {
       return def && isReplicable(def);
     });
   return false;
+}
+
+unsigned foldContainerRoundTrips(Block &body) {
+  namespace td = mlir::torch;
+  unsigned folded = 0;
+  // Constructs and index constants that may be left without readers.
+  llvm::SetVector<Operation *> maybeDead;
+  auto replaceWith = [&](Operation *reader, Operation *construct,
+                         ValueRange elements) {
+    if (!llvm::equal(TypeRange(elements), reader->getResultTypes()))
+      return;
+    maybeDead.insert(construct);
+    for (Value operand : reader->getOperands().drop_front())
+      if (auto index = operand.getDefiningOp<td::ConstantIntOp>())
+        maybeDead.insert(index);
+    reader->replaceAllUsesWith(elements);
+    reader->erase();
+    ++folded;
+  };
+  for (Operation &op : llvm::make_early_inc_range(body)) {
+    if (op.getNumOperands() == 0)
+      continue;
+    Operation *def = op.getOperand(0).getDefiningOp();
+    if (!def)
+      continue;
+    if (isa<td::PrimTupleUnpackOp>(op) && isa<td::PrimTupleConstructOp>(def)) {
+      replaceWith(&op, def, def->getOperands());
+    } else if (isa<td::PrimListUnpackOp>(op) &&
+               isa<td::PrimListConstructOp>(def)) {
+      // A list is mutable: only a list that nothing but unpacking reads
+      // surely holds what it was built of.
+      if (llvm::all_of(def->getUsers(), [](Operation *user) {
+            return isa<td::PrimListUnpackOp>(user);
+          }))
+        replaceWith(&op, def, def->getOperands());
+    } else if (op.getName().getStringRef() == "torch.prim.TupleIndex" &&
+               isa<td::PrimTupleConstructOp>(def) && op.getNumOperands() == 2) {
+      auto index = op.getOperand(1).getDefiningOp<td::ConstantIntOp>();
+      int64_t i = index ? index.getValue() : -1;
+      if (i >= 0 && i < (int64_t)def->getNumOperands())
+        replaceWith(&op, def, def->getOperand(i));
+    }
+  }
+  for (Operation *op : llvm::reverse(maybeDead))
+    if (op->use_empty() && isa<td::PrimTupleConstructOp,
+                               td::PrimListConstructOp, td::ConstantIntOp>(op))
+      op->erase();
+  return folded;
 }
 
 mlir::pippy::StageOp getStage(mlir::pippy::PipelineOp pipeline, int64_t index) {

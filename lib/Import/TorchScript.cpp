@@ -161,6 +161,9 @@ public:
       results.push_back(result);
     }
     func::ReturnOp::create(builder, unknown, results);
+    // A module's returned tuple that its caller unpacks: the tensors stay
+    // live instead of the tuple, so a split point can follow the module.
+    ::pippy::foldContainerRoundTrips(*body);
     removeDeadConstants(*body);
     orderParameters(*body);
     func.setType(

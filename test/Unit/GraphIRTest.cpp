@@ -1,7 +1,8 @@
 //===- GraphIRTest.cpp - facts about the graph IR -------------------------===//
 //
 // argumentsReachingResults: which arguments of a block can get a gradient
-// from the results that get one.
+// from the results that get one. foldContainerRoundTrips: tuples and lists
+// read back where they were built.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +13,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 
 #include "gtest/gtest.h"
@@ -100,6 +102,50 @@ func.func @forward(%x: !torch.vtensor<[2,3],f32>, %y: !torch.vtensor<[2,3],f32>)
   mlir::Operation *tuple = body.getTerminator()->getOperand(0).getDefiningOp();
   EXPECT_EQ(pippy::argumentsReaching(body, {tuple->getOperand(0)}),
             (llvm::SmallVector<bool>{true, false}));
+}
+
+// A module returning a tuple that its caller unpacks and indexes, a list
+// only unpacked, and a list that an op reads too (mutable: left alone).
+TEST(FoldContainerRoundTripsTest, ReadsElementsWhereTheyWereBuilt) {
+  mlir::MLIRContext context;
+  context.loadDialect<mlir::func::FuncDialect, mlir::torch::TorchDialect,
+                      mlir::pippy::PippyDialect>();
+  const char *ir = R"mlir(
+func.func @forward(%x: !torch.vtensor<[2,3],f32>, %y: !torch.vtensor<[2,3],f32>) -> (!torch.vtensor<[2,3],f32>, !torch.vtensor<[4,3],f32>) {
+  %0 = torch.aten.tanh %x : !torch.vtensor<[2,3],f32> -> !torch.vtensor<[2,3],f32>
+  %1 = torch.prim.TupleConstruct %0, %y : !torch.vtensor<[2,3],f32>, !torch.vtensor<[2,3],f32> -> !torch.tuple<vtensor<[2,3],f32>, vtensor<[2,3],f32>>
+  %2:2 = torch.prim.TupleUnpack %1 : !torch.tuple<vtensor<[2,3],f32>, vtensor<[2,3],f32>> -> !torch.vtensor<[2,3],f32>, !torch.vtensor<[2,3],f32>
+  %int1 = torch.constant.int 1
+  %3 = torch.prim.TupleIndex %1, %int1 : !torch.tuple<vtensor<[2,3],f32>, vtensor<[2,3],f32>>, !torch.int -> !torch.vtensor<[2,3],f32>
+  %4 = torch.prim.ListConstruct %2#0, %3 : (!torch.vtensor<[2,3],f32>, !torch.vtensor<[2,3],f32>) -> !torch.list<vtensor>
+  %5:2 = torch.prim.ListUnpack %4 : !torch.list<vtensor> -> !torch.vtensor<[2,3],f32>, !torch.vtensor<[2,3],f32>
+  %6 = torch.aten.add.Tensor %5#0, %5#1, %int1 : !torch.vtensor<[2,3],f32>, !torch.vtensor<[2,3],f32>, !torch.int -> !torch.vtensor<[2,3],f32>
+  %7 = torch.prim.ListConstruct %6, %2#1 : (!torch.vtensor<[2,3],f32>, !torch.vtensor<[2,3],f32>) -> !torch.list<vtensor>
+  %int0 = torch.constant.int 0
+  %8 = torch.aten.cat %7, %int0 : !torch.list<vtensor>, !torch.int -> !torch.vtensor<[4,3],f32>
+  %9:2 = torch.prim.ListUnpack %7 : !torch.list<vtensor> -> !torch.vtensor<[2,3],f32>, !torch.vtensor<[2,3],f32>
+  return %9#0, %8 : !torch.vtensor<[2,3],f32>, !torch.vtensor<[4,3],f32>
+}
+)mlir";
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(ir, &context);
+  ASSERT_TRUE(module);
+  auto forward = module->lookupSymbol<mlir::func::FuncOp>("forward");
+  mlir::Block &body = forward.getBody().front();
+  EXPECT_EQ(pippy::foldContainerRoundTrips(body), 3u);
+  ASSERT_TRUE(mlir::succeeded(mlir::verify(*module)));
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  forward.print(os);
+  // The tuple and the first list are gone; the add reads tanh and %y.
+  EXPECT_EQ(text.find("TupleConstruct"), std::string::npos) << text;
+  EXPECT_EQ(text.find("TupleUnpack"), std::string::npos) << text;
+  EXPECT_EQ(text.find("TupleIndex"), std::string::npos) << text;
+  EXPECT_NE(text.find("torch.aten.add.Tensor %0, %arg1, %int1"),
+            std::string::npos)
+      << text;
+  // The list cat reads stays, and so does its unpacking.
+  EXPECT_NE(text.find("torch.prim.ListUnpack %2"), std::string::npos) << text;
+  EXPECT_EQ(text.find("torch.prim.ListUnpack %1"), std::string::npos) << text;
 }
 
 } // namespace

@@ -196,7 +196,9 @@ def generate(name, model, example_inputs, data_inputs, targets, loss, out_dir,
                     unused.append(n)
                     grads[n] = torch.zeros_like(p)
                 else:
-                    grads[n] = p.grad.detach().clone()
+                    # Embedding(sparse=True) has a sparse gradient: saved
+                    # dense, as pippy-run trains it.
+                    grads[n] = p.grad.detach().to_dense().clone()
             st.save(base + ".grads.safetensors", grads,
                     {"unused": json.dumps(unused)} if unused else None)
         opt.step()

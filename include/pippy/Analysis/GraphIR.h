@@ -72,6 +72,17 @@ llvm::SmallVector<bool> argumentsReaching(mlir::Block &body,
 llvm::DenseSet<mlir::Value> valuesReaching(mlir::Block &body,
                                            llvm::ArrayRef<mlir::Value> seeds);
 
+/// Reads the elements of a tuple (or of a list nothing else reads) built in
+/// `body` from the values it was built of: a `torch.prim.TupleUnpack`, a
+/// `torch.prim.ListUnpack` or a `torch.prim.TupleIndex` with a constant index
+/// of a `TupleConstruct` or `ListConstruct` gives way to the construct's
+/// operands, and the construct goes when nothing else reads it. Tracing
+/// leaves such pairs at every module that returns a tuple, its caller
+/// unpacking it; folded, only tensors are live after the module's last op,
+/// so a split point can go there (`block:end`). The values are the same.
+/// Returns how many unpacking ops it removed.
+unsigned foldContainerRoundTrips(mlir::Block &body);
+
 /// The stage of `pipeline` with index `index`; null when there is none.
 mlir::pippy::StageOp getStage(mlir::pippy::PipelineOp pipeline, int64_t index);
 
