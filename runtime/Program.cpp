@@ -393,6 +393,12 @@ Program Program::compile(Block &body, const std::string &name) {
     program.constantSlots[s] = std::move(constant);
     program.isConstant[s] = true;
   };
+  // A constant no IR value names: an operand the runtime passes otherwise.
+  auto addConstant = [&](c10::IValue constant) {
+    program.constantSlots.push_back(std::move(constant));
+    program.isConstant.push_back(true);
+    return program.numSlots++;
+  };
 
   for (BlockArgument arg : body.getArguments()) {
     program.argSlots.push_back(newSlot(arg));
@@ -557,25 +563,20 @@ Program Program::compile(Block &body, const std::string &name) {
               (program.isConstant[s] && value.isDouble()
                    ? ", and " + std::to_string(value.toDouble()) + " is not"
                    : ", and this one is computed"));
-        inst.inputs[i] = program.numSlots++;
-        program.constantSlots.emplace_back(
-            static_cast<int64_t>(value.toDouble()));
-        program.isConstant.push_back(true);
+        inst.inputs[i] = addConstant(static_cast<int64_t>(value.toDouble()));
       }
       // `Embedding(sparse=True)` and `EmbeddingBag(sparse=True)` would give
       // their table a sparse gradient, which gradient sums between stages,
       // tied groups and checkpoints do not take: the table gets the dense
       // gradient of the same values instead (what SGD adds is the same).
-      for (size_t i = 0; i < args.size(); ++i)
+      for (size_t i = 0; i < args.size(); ++i) {
+        int s = inst.inputs[i];
         if (args[i].name() == "sparse" &&
             args[i].type()->kind() == c10::TypeKind::BoolType &&
-            program.isConstant[inst.inputs[i]] &&
-            program.constantSlots[inst.inputs[i]].isBool() &&
-            program.constantSlots[inst.inputs[i]].toBool()) {
-          inst.inputs[i] = program.numSlots++;
-          program.constantSlots.emplace_back(false);
-          program.isConstant.push_back(true);
-        }
+            program.isConstant[s] && program.constantSlots[s].isBool() &&
+            program.constantSlots[s].toBool())
+          inst.inputs[i] = addConstant(false);
+      }
     } else {
       throw RuntimeError(describe(op) + ": is not supported by the runtime");
     }

@@ -88,8 +88,8 @@ unsigned foldContainerRoundTrips(Block &body) {
             return isa<td::PrimListUnpackOp>(user);
           }))
         replaceWith(&op, def, def->getOperands());
-    } else if (op.getName().getStringRef() == "torch.prim.TupleIndex" &&
-               isa<td::PrimTupleConstructOp>(def) && op.getNumOperands() == 2) {
+    } else if (isa<td::PrimTupleConstructOp>(def) && op.getNumOperands() == 2 &&
+               op.getName().getStringRef() == "torch.prim.TupleIndex") {
       auto index = op.getOperand(1).getDefiningOp<td::ConstantIntOp>();
       int64_t i = index ? index.getValue() : -1;
       if (i >= 0 && i < (int64_t)def->getNumOperands())

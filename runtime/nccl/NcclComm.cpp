@@ -165,21 +165,8 @@ void Communicator::join(Store &store, const std::string &key, int device) {
   config.blocking = 0;
   check(ncclCommInitRankConfig(&comm, worldSize, id, rankId, &config),
         "ncclCommInitRank");
-  auto deadline = std::chrono::steady_clock::now() + waitLimit;
-  for (;;) {
-    ncclResult_t state;
-    check(ncclCommGetAsyncError(comm, &state), "ncclCommGetAsyncError");
-    if (state == ncclSuccess)
-      break;
-    if (state != ncclInProgress)
-      check(state, "ncclCommInitRank");
-    if (std::chrono::steady_clock::now() > deadline)
-      throw NcclError("rank " + std::to_string(rankId) +
-                      ": the other ranks did not join within " +
-                      std::to_string(waitLimit.count()) +
-                      " ms; communicator aborted");
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  awaitPending("ncclCommInitRank", "the other ranks did not join",
+               std::chrono::milliseconds(1));
 }
 
 Communicator::~Communicator() {
@@ -200,13 +187,19 @@ void Communicator::check(ncclResult_t result, const std::string &what) {
                   detail);
 }
 
-void Communicator::checkAsyncError(const std::string &what) {
+ncclResult_t Communicator::checkAsyncError(const std::string &what) {
   ncclResult_t state;
   check(ncclCommGetAsyncError(comm, &state), what);
   if (state != ncclSuccess && state != ncclInProgress) {
-    abort();
-    check(state, what);
+    // NCCL's last error names the cause; aborting first would replace it.
+    try {
+      check(state, what);
+    } catch (...) {
+      abort();
+      throw;
+    }
   }
+  return state;
 }
 
 void Communicator::abort() {
@@ -218,26 +211,25 @@ void Communicator::abort() {
 
 void Communicator::settle(ncclResult_t result, const std::string &what) {
   check(result, what);
-  if (result != ncclInProgress)
-    return;
+  if (result == ncclInProgress)
+    awaitPending(what, what + ": not enqueued", std::chrono::microseconds(0));
+}
+
+void Communicator::awaitPending(const std::string &what,
+                                const std::string &late,
+                                std::chrono::microseconds pause) {
   auto deadline = std::chrono::steady_clock::now() + waitLimit;
-  for (;;) {
-    ncclResult_t state;
-    check(ncclCommGetAsyncError(comm, &state), what);
-    if (state == ncclSuccess)
-      return;
-    if (state != ncclInProgress) {
-      abort();
-      check(state, what);
-    }
+  while (checkAsyncError(what) == ncclInProgress) {
     if (std::chrono::steady_clock::now() > deadline) {
       abort();
-      throw NcclError("rank " + std::to_string(rankId) + ": " + what +
-                      ": not enqueued within " +
-                      std::to_string(waitLimit.count()) +
+      throw NcclError("rank " + std::to_string(rankId) + ": " + late +
+                      " within " + std::to_string(waitLimit.count()) +
                       " ms; communicator aborted");
     }
-    std::this_thread::yield();
+    if (pause.count() > 0)
+      std::this_thread::sleep_for(pause);
+    else
+      std::this_thread::yield();
   }
 }
 

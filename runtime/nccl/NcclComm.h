@@ -119,8 +119,10 @@ public:
   std::chrono::milliseconds timeout() const { return waitLimit; }
   /// Aborts after a failure so that no later call blocks on a dead peer.
   void abort();
-  /// Throws if NCCL reported an asynchronous error.
-  void checkAsyncError(const std::string &what);
+  /// Throws (after aborting) if NCCL reported an asynchronous error;
+  /// otherwise returns ncclSuccess, or ncclInProgress while a call of a
+  /// non-blocking communicator is still being carried out.
+  ncclResult_t checkAsyncError(const std::string &what);
 
 private:
   /// Meets the other ranks (the constructor's work).
@@ -130,6 +132,11 @@ private:
   /// ncclInProgress before the operation is on the stream: waits (at most
   /// the timeout) until NCCL has enqueued it.
   void settle(ncclResult_t result, const std::string &what);
+  /// Polls until NCCL has carried out the communicator's pending call,
+  /// pausing `pause` between polls (none: yield). At the timeout it aborts
+  /// and throws "rank R: `late` within T ms; communicator aborted".
+  void awaitPending(const std::string &what, const std::string &late,
+                    std::chrono::microseconds pause);
   /// The handle of an operation just issued.
   Handle finish(ncclResult_t result, const std::string &what);
 
