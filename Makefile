@@ -6,7 +6,7 @@ CMAKE_FLAGS ?=
 
 export LLVM_EXTERNAL_LIT := /usr/lib/llvm-22/bin/lit
 
-.PHONY: all deps configure build test demo docs format clean
+.PHONY: all deps configure build test check-runtime-only demo docs format clean
 
 all: build
 
@@ -26,6 +26,12 @@ build: deps configure
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	@bash scripts/check-runtime-only.sh $(BUILD) $(BUILD)-runtime-only
+
+# A second build with -DPIPPY_RUNTIME_ONLY=ON: no LLVM or MLIR in any of
+# its commands, and it trains executables the full build lowered.
+check-runtime-only: build
+	@bash scripts/check-runtime-only.sh $(BUILD) $(BUILD)-runtime-only
 
 demo: build
 	@bash scripts/demo.sh $(BUILD)
@@ -37,4 +43,4 @@ format:
 	git ls-files '*.cpp' '*.h' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(BUILD)-runtime-only

@@ -18,6 +18,7 @@
 
 #include "pippy/Dialect/Pippy/PippyDialect.h"
 #include "pippy/Dialect/Torch/TorchDialect.h"
+#include "pippy/Executable/Lowering.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -33,6 +34,14 @@
 #include <string>
 
 namespace {
+
+/// The module's program, lowered to an executable and loaded.
+pippy::Program lowerAndLoad(mlir::ModuleOp module) {
+  mlir::FailureOr<std::string> bytes = pippy::exe::lowerForOneRank(module);
+  if (mlir::failed(bytes))
+    throw pippy::RuntimeError("the lowering failed");
+  return pippy::Program::loadFirstStage(*bytes);
+}
 
 std::string chainIR(int n) {
   std::string t = "!torch.vtensor<[1],f32>";
@@ -78,24 +87,10 @@ template <typename F> double seconds(F &&f) {
       .count();
 }
 
-} // namespace
-
-int main(int argc, char **argv) {
-  int n = argc > 1 ? std::atoi(argv[1]) : 1000;
-  int reps = argc > 2 ? std::atoi(argv[2]) : 31;
-  if (n < 1 || reps < 1) {
-    std::fprintf(stderr,
-                 "usage: pippy-bench-interpreter [OPS >= 1] [REPS >= 1]\n");
-    return 2;
-  }
-  at::set_num_threads(1);
-
-  mlir::MLIRContext context;
-  context.loadDialect<mlir::func::FuncDialect, mlir::torch::TorchDialect,
-                      mlir::pippy::PippyDialect>();
+/// Per-op overhead: a chain of `n` adds, direct against interpreted.
+void benchOverhead(mlir::MLIRContext &context, int n, int reps) {
   auto module = mlir::parseSourceString<mlir::ModuleOp>(chainIR(n), &context);
-  pippy::Program program = pippy::Program::compile(
-      module->lookupSymbol<mlir::func::FuncOp>("forward"));
+  pippy::Program program = lowerAndLoad(*module);
 
   std::printf("ops per run %d, runs %d (medians, interleaved)\n", n, reps);
   std::printf("%-8s %14s %14s %14s\n", "grad", "direct us/op", "pippy us/op",
@@ -122,14 +117,14 @@ int main(int argc, char **argv) {
                 median(direct), median(interp),
                 median(interp) - median(direct));
   }
+}
 
+/// Forward and backward of `n` 8x8 linears: autograd directly, through the
+/// interpreter, and with the interpreter's in-place weight gradients.
+void benchLinears(mlir::MLIRContext &context, int n, int reps) {
   auto linears =
       mlir::parseSourceString<mlir::ModuleOp>(linearChainIR(n), &context);
-  auto compileLinears = [&] {
-    return pippy::Program::compile(
-        linears->lookupSymbol<mlir::func::FuncOp>("forward"));
-  };
-  pippy::Program plain = compileLinears(), fused = compileLinears();
+  pippy::Program plain = lowerAndLoad(*linears), fused = lowerAndLoad(*linears);
   std::map<std::string, at::Tensor> params;
   std::set<std::string> weights;
   std::vector<at::Tensor> ws, bs;
@@ -166,5 +161,23 @@ int main(int argc, char **argv) {
   std::printf("%-24s %10.3f\n%-24s %10.3f\n%-24s %10.3f\n", "direct (autograd)",
               median(direct), "pippy, autograd", median(autograd),
               "pippy, fused", median(inPlace));
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  int n = argc > 1 ? std::atoi(argv[1]) : 1000;
+  int reps = argc > 2 ? std::atoi(argv[2]) : 31;
+  if (n < 1 || reps < 1) {
+    std::fprintf(stderr,
+                 "usage: pippy-bench-interpreter [OPS >= 1] [REPS >= 1]\n");
+    return 2;
+  }
+  at::set_num_threads(1);
+  mlir::MLIRContext context;
+  context.loadDialect<mlir::func::FuncDialect, mlir::torch::TorchDialect,
+                      mlir::pippy::PippyDialect>();
+  benchOverhead(context, n, reps);
+  benchLinears(context, n, reps);
   return 0;
 }

@@ -1,42 +1,62 @@
 #!/usr/bin/env bash
-# Builds the safetensors libFuzzer target with clang++-14 against Debian's
-# LLVM 22, writes a seed corpus of valid files and fuzzes for a while.
+# Builds pippy's libFuzzer targets with clang++-14 (no LLVM or MLIR: the
+# readers are the runtime's), writes seed corpora of valid files and fuzzes
+# each for a while:
+#   safetensors  the safetensors reader (weights, data, checkpoints)
+#   executable   the stage executable verifier (seeds lowered by pippy-run)
 #
-#   fuzz/build-and-run.sh [SECONDS=60] [OUT_DIR=/tmp/pippy-fuzz]
+#   fuzz/build-and-run.sh [SECONDS=60] [OUT_DIR=/tmp/pippy-fuzz] [TARGET=all]
 #
-# Everything (binary, corpus, crash reproducers, log) goes under
-# OUT_DIR/fuzz-out, outside the repository. Exits non-zero when the fuzzer
+# The executable seeds come from the pippy-run in PIPPY_BIN (build/bin).
+# Everything (binaries, corpora, crash reproducers, logs) goes under
+# OUT_DIR/fuzz-out, outside the repository. Exits non-zero when a fuzzer
 # finds a crash.
 set -euo pipefail
 
 seconds="${1:-60}"
 out_root="${2:-/tmp/pippy-fuzz}"
+target="${3:-all}"
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-llvm_prefix="${LLVM_PREFIX:-/usr/lib/llvm-22}"
+bin="${PIPPY_BIN:-$repo/build/bin}"
 cxx="${CXX_FUZZ:-clang++-14}"
+case "$target" in
+all | safetensors | executable) ;;
+*) echo "unknown fuzz target '$target'; expected all, safetensors or executable" >&2; exit 2 ;;
+esac
 
 out="$out_root/fuzz-out"
-corpus="$out/corpus"
-seeds="$out/seeds"
-artifacts="$out/artifacts"
-mkdir -p "$corpus" "$seeds" "$artifacts"
+mkdir -p "$out/include/pippy/Executable"
+flags=(-std=c++17 -g -O1 -fno-omit-frame-pointer
+  -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+  -I"$repo/include" -I"$out/include")
 
-# LLVM's defines (_GNU_SOURCE, __STDC_*_MACROS, the C++11 ABI) without
-# -std/-fno-exceptions/-I, which are given explicitly.
-llvm_defines=()
-for flag in $("$llvm_prefix/bin/llvm-config" --cxxflags); do
-  case "$flag" in
-  -D*) llvm_defines+=("$flag") ;;
-  esac
-done
+# Fuzzes binary $1 on corpus folder $2 with seeds $3 for $seconds.
+fuzz() {
+  local name="$1" corpus="$out/$1-corpus" seeds="$2"
+  mkdir -p "$corpus" "$out/artifacts"
+  echo "fuzzing $name for ${seconds}s"
+  set +e
+  (cd "$out" && "./$name" "$corpus" "$seeds" -max_len=65536 \
+    -max_total_time="$seconds" -print_final_stats=1 \
+    -artifact_prefix="$out/artifacts/$name-") 2>&1 | tee "$out/$name.log"
+  local status=${PIPESTATUS[0]}
+  set -e
+  if [[ $status -ne 0 ]]; then
+    echo "$name failed (exit $status); reproducers in $out/artifacts" >&2
+  fi
+  return "$status"
+}
 
+status=0
+if [[ $target != executable ]]; then
+seeds="$out/safetensors-seeds"
+mkdir -p "$seeds"
 echo "building $out/safetensors-fuzzer"
-"$cxx" -std=c++17 -g -O1 -fno-omit-frame-pointer \
-  -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  "${llvm_defines[@]}" \
-  -I"$repo/include" -isystem "$llvm_prefix/include" \
-  "$repo/fuzz/SafetensorsFuzzer.cpp" "$repo/lib/Support/Safetensors.cpp" \
-  -L"$llvm_prefix/lib" -lLLVM -Wl,-rpath,"$llvm_prefix/lib" \
+"$cxx" "${flags[@]}" "$repo/fuzz/SafetensorsFuzzer.cpp" \
+  "$repo/lib/Support/Safetensors.cpp" \
+  "$repo/lib/Support/SafetensorsFormat.cpp" \
+  "$repo/lib/Support/SafetensorsSchema.cpp" \
+  "$repo/lib/Support/SafetensorsWriter.cpp" "$repo/lib/Support/AtomicFile.cpp" \
   -o "$out/safetensors-fuzzer"
 
 echo "writing seeds to $seeds"
@@ -80,15 +100,28 @@ write("escapes.safetensors",
       [("a\\u00e9\"b", "U8", [1, 1, 1], b"\x2a")], {"k\n": "v\u2603"})
 PY
 
-echo "fuzzing for ${seconds}s"
-cd "$out"
-set +e
-./safetensors-fuzzer "$corpus" "$seeds" \
-  -max_len=4096 -max_total_time="$seconds" -print_final_stats=1 \
-  -artifact_prefix="$artifacts/" 2>&1 | tee "$out/fuzz.log"
-status=${PIPESTATUS[0]}
-set -e
-if [[ $status -ne 0 ]]; then
-  echo "fuzzer failed (exit $status); reproducers in $artifacts" >&2
+fuzz safetensors-fuzzer "$seeds" || status=$?
+fi
+
+if [[ $target != safetensors ]]; then
+seeds="$out/executable-seeds"
+mkdir -p "$seeds"
+echo "building $out/executable-fuzzer"
+flatc --cpp --gen-mutable --scoped-enums -o "$out/include/pippy/Executable" \
+  "$repo/include/pippy/Executable/Executable.fbs"
+"$cxx" "${flags[@]}" "$repo/fuzz/ExecutableFuzzer.cpp" \
+  "$repo/lib/Executable/Verify.cpp" "$repo/lib/Executable/Text.cpp" \
+  -o "$out/executable-fuzzer"
+echo "lowering seeds into $seeds with $bin/pippy-run"
+cp "$repo/test/Run/Inputs/pipe.mlir" "$out/pipe.mlir"
+for ranks in 1 2; do
+  for schedule in gpipe 1f1b; do
+    dir="$out/lowered-$ranks-$schedule"
+    "$bin/pippy-run" "$out/pipe.mlir" --nproc "$ranks" --schedule "$schedule" \
+      --microbatches 3 --emit-executables "$dir" >/dev/null
+    for f in "$dir"/*.pipx; do cp "$f" "$seeds/$ranks-$schedule-$(basename "$f")"; done
+  done
+done
+fuzz executable-fuzzer "$seeds" || status=$?
 fi
 exit "$status"

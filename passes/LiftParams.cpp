@@ -115,9 +115,8 @@ struct LiftParamsPass
       writer.setMetadata("buffers", json);
     }
 
-    if (llvm::Error error = writer.write(weights)) {
-      module.emitError("cannot write weights: ")
-          << llvm::toString(std::move(error));
+    if (std::string error = writer.write(weights); !error.empty()) {
+      module.emitError("cannot write weights: ") << error;
       return signalPassFailure();
     }
     module->setAttr("pippy.weights",
@@ -226,10 +225,12 @@ struct LiftParamsPass
 
     // One resource read by several literals is one (tied) parameter.
     if (written.insert(name).second) {
-      if (llvm::Error error =
-              writer.add(name, *dtype, shaped.getShape(),
-                         ArrayRef<uint8_t>(bytes.data(), bytes.size())))
-        return literal.emitOpError(llvm::toString(std::move(error)));
+      std::string error = writer.add(
+          name, *dtype, shaped.getShape().vec(),
+          std::string_view(reinterpret_cast<const char *>(bytes.data()),
+                           bytes.size()));
+      if (!error.empty())
+        return literal.emitOpError(error);
     }
     OpBuilder builder(literal);
     auto param =

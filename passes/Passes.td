@@ -370,6 +370,43 @@ def PippyLowerSchedule
   ];
 }
 
+def PippyEmitExecutables
+    : Pass<"pippy-emit-executables", "::mlir::ModuleOp"> {
+  let summary = "Writes one stage executable per rank";
+  let description = [{
+    Lowers the module's `forward` (a graph IR, or a pipeline IR) to stage
+    executables (include/pippy/Executable/Executable.fbs) for a world of
+    `ranks` ranks and writes them to `dir` as `rank0.pipx`, `rank1.pipx`,
+    ...; the IR itself is left as it was. Each holds its rank's stage
+    program (ATen operators by name and overload, arguments by schema name),
+    the transfers it sends and receives, its checked schedule (the one
+    `pippy.schedule` records, or `schedule` for `microbatches`
+    micro-batches), the tied groups and the pipeline hash every rank's file
+    shares. On one rank every stage of a pipeline becomes one program; on N
+    ranks the pipeline needs N stages. The weights stay in the safetensors
+    file the module names (or `weights`), recorded relative to `dir`.
+    `pippy-run DIR` runs them; `pippy-opt --print-executable DIR` prints
+    them as text.
+
+    ```
+    pippy-opt pipe.mlir --pippy-emit-executables="dir=exe ranks=2 schedule=1f1b microbatches=4" -o /dev/null
+    ```
+  }];
+  let options = [
+    Option<"dir", "dir", "std::string", /*default=*/"", "output folder">,
+    Option<"ranks", "ranks", "int64_t", /*default=*/"1", "world size">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
+           "gpipe or 1f1b">,
+    Option<"microbatches", "microbatches", "int64_t", /*default=*/"0",
+           "micro-batches per step (0: the lowered schedule's, or 1)">,
+    Option<"deferWeightGrads", "defer-weight-grads", "bool",
+           /*default=*/"false",
+           "linear weight gradients wait for W or the step">,
+    Option<"weights", "weights", "std::string", /*default=*/"",
+           "weights file (default: the module's pippy.weights)">,
+  ];
+}
+
 def PippyReport : Pass<"pippy-report", "::mlir::ModuleOp"> {
   let summary = "Prints a table of each pipeline's stages";
   let description = [{

@@ -12,6 +12,7 @@
 #include "pippy/Analysis/Partition.h"
 #include "pippy/Dialect/Pippy/PippyDialect.h"
 #include "pippy/Passes/Passes.h"
+#include "pippy/Support/Profile.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringSet.h"
@@ -48,40 +49,29 @@ FailureOr<Profile> readProfile(func::FuncOp func, StringRef path,
   auto buffer = llvm::MemoryBuffer::getFile(path);
   if (!buffer)
     return fail("cannot read it: " + buffer.getError().message());
-  llvm::Expected<llvm::json::Value> json =
-      llvm::json::parse((*buffer)->getBuffer());
-  if (!json)
-    return fail(llvm::toString(json.takeError()));
-  const llvm::json::Object *root = json->getAsObject();
-  if (!root || root->getString("format") != "pippy-profile")
-    return fail("not a pippy profile (no \"format\": \"pippy-profile\")");
-  const llvm::json::Array *entries = root->getArray("ops");
-  if (!entries)
-    return fail("no \"ops\" array");
+  std::string error;
+  std::optional<::pippy::profile::Profile> read =
+      ::pippy::profile::parse((*buffer)->getBuffer(), error);
+  if (!read)
+    return fail(error);
   Profile profile;
-  profile.nsPerByte = root->getNumber("transfer_ns_per_byte").value_or(1.0);
-  if (entries->size() != ops.size())
-    return fail("it has " + Twine(entries->size()) +
+  profile.nsPerByte = read->transferNsPerByte;
+  if (read->ops.size() != ops.size())
+    return fail("it has " + Twine(read->ops.size()) +
                 " ops but the function has " + Twine(ops.size()) +
                 " (parameters and constants not counted); was it measured "
                 "on this model?");
   profile.opNanoseconds.assign(ops.size(), -1);
-  for (const llvm::json::Value &v : *entries) {
-    const llvm::json::Object *entry = v.getAsObject();
-    std::optional<int64_t> index =
-        entry ? entry->getInteger("index") : std::nullopt;
-    std::optional<double> forward =
-        entry ? entry->getNumber("forward_us") : std::nullopt;
-    if (!index || !forward || *index < 0 || *index >= (int64_t)ops.size())
+  for (const ::pippy::profile::OpTime &op : read->ops) {
+    if (op.index < 0 || op.index >= (int64_t)ops.size())
       return fail("an entry lacks a valid \"index\" or \"forward_us\"");
-    std::optional<StringRef> name = entry->getString("op");
-    StringRef actual = ops[*index]->getName().getStringRef();
-    if (name && *name != actual)
-      return fail("op " + Twine(*index) + " is " + *name +
+    StringRef actual = ops[op.index]->getName().getStringRef();
+    if (!op.op.empty() && op.op != actual)
+      return fail("op " + Twine(op.index) + " is " + op.op +
                   " in the profile but " + actual + " in the function");
-    double backward = entry->getNumber("backward_us").value_or(2 * *forward);
-    profile.opNanoseconds[*index] =
-        std::llround((*forward + backward) * 1000.0);
+    double backward = op.backwardUs.value_or(2 * op.forwardUs);
+    profile.opNanoseconds[op.index] =
+        std::llround((op.forwardUs + backward) * 1000.0);
   }
   for (auto [i, ns] : llvm::enumerate(profile.opNanoseconds))
     if (ns < 0)
@@ -89,80 +79,29 @@ FailureOr<Profile> readProfile(func::FuncOp func, StringRef path,
   return profile;
 }
 
-} // namespace
-
-LogicalResult pd::placeSplitPoints(func::FuncOp func,
-                                   const SplitPlacement &placement,
-                                   bool &changed) {
-  changed = false;
-  unsigned stages = placement.stages;
-  const std::string &policy = placement.policy;
-  int64_t memCap = placement.memCap;
-  const std::string &profile = placement.profile;
-  if (func.isExternal())
-    return success();
-  Block &body = func.getBody().front();
-  if (llvm::any_of(body, [](Operation &op) {
-        return isa<pd::SplitPointOp, pd::PipelineOp>(op);
-      }))
-    return success(); // the split is already chosen
-  if (policy != "balanced" && policy != "params" && policy != "uniform") {
-    func.emitError("unknown split policy '")
-        << policy << "'; expected balanced, params or uniform";
-    return failure();
+/// Per-op memory (mem-cap): parameters at their first use, plus the op's
+/// results.
+void setOpMemory(::pippy::PartitionProblem &problem,
+                 ArrayRef<Operation *> ops) {
+  problem.opMemory.assign(ops.size(), 0);
+  llvm::StringSet<> held;
+  for (auto [i, op] : llvm::enumerate(ops)) {
+    op->walk([&](Operation *inner) {
+      for (Value v : inner->getOperands())
+        if (auto param = v.getDefiningOp<pd::ParamOp>())
+          if (held.insert(param.getName()).second)
+            problem.opMemory[i] += ::pippy::getTensorBytes(param.getType());
+    });
+    for (Value result : op->getResults())
+      problem.opMemory[i] += ::pippy::getTensorBytes(result.getType());
   }
-  if (stages == 0) {
-    func.emitError("pippy-place-split-points needs stages=N with N >= 1");
-    return failure();
-  }
+}
 
-  SmallVector<Operation *> ops;
-  llvm::DenseMap<Operation *, size_t> index;
-  for (Operation &op : body.without_terminator())
-    if (!::pippy::isReplicable(&op)) {
-      index[&op] = ops.size();
-      ops.push_back(&op);
-    }
-  if (stages > ops.size()) {
-    func.emitError("cannot cut ")
-        << ops.size() << " ops into " << static_cast<unsigned>(stages)
-        << " non-empty stages (parameters and constants do not count: "
-           "every stage that uses one holds a copy)";
-    return failure();
-  }
-
-  std::optional<Profile> measured;
-  if (!profile.empty()) {
-    if (policy != "balanced") {
-      func.emitError("profile= goes with policy=balanced, not ") << policy;
-      return failure();
-    }
-    FailureOr<Profile> read = readProfile(func, profile, ops);
-    if (failed(read))
-      return failure();
-    measured = std::move(*read);
-  }
-
-  ::pippy::PartitionProblem problem;
-  problem.opCost.assign(ops.size(), 0);
-  problem.cutCost.assign(ops.size() + 1, 0);
+/// Per-op cost: measured, one each (uniform), the bytes of the parameters
+/// first used (params), or the cost model's estimate (balanced).
+void setOpCosts(::pippy::PartitionProblem &problem, ArrayRef<Operation *> ops,
+                StringRef policy, const std::optional<Profile> &measured) {
   llvm::StringSet<> seenParams;
-  if (memCap > 0) {
-    // Parameters at their first use, plus the op's results.
-    problem.memoryCap = memCap;
-    problem.opMemory.assign(ops.size(), 0);
-    llvm::StringSet<> held;
-    for (auto [i, op] : llvm::enumerate(ops)) {
-      op->walk([&](Operation *inner) {
-        for (Value v : inner->getOperands())
-          if (auto param = v.getDefiningOp<pd::ParamOp>())
-            if (held.insert(param.getName()).second)
-              problem.opMemory[i] += ::pippy::getTensorBytes(param.getType());
-      });
-      for (Value result : op->getResults())
-        problem.opMemory[i] += ::pippy::getTensorBytes(result.getType());
-    }
-  }
   for (auto [i, op] : llvm::enumerate(ops)) {
     if (measured) {
       problem.opCost[i] = measured->opNanoseconds[i];
@@ -184,11 +123,17 @@ LogicalResult pd::placeSplitPoints(func::FuncOp func,
     ::pippy::OpCost cost = ::pippy::estimateOpCost(op);
     problem.opCost[i] = cost.flops + cost.bytes;
   }
+}
 
-  // What is live across each cut: a result made before it and used at or
-  // after it (or returned) is sent there. Balancing counts its bytes; a
-  // list, a scalar or a tensor whose shape depends on the data cannot be
-  // sent, so no cut may separate it from its users.
+/// What is live across each cut: a result made before it and used at or
+/// after it (or returned) is sent there. Balancing counts its bytes; a
+/// list, a scalar or a tensor whose shape depends on the data cannot be
+/// sent, so no cut may separate it from its users. Returns the number of
+/// cuts allowed.
+size_t setCutCosts(::pippy::PartitionProblem &problem, Block &body,
+                   ArrayRef<Operation *> ops,
+                   const llvm::DenseMap<Operation *, size_t> &index,
+                   StringRef policy, const std::optional<Profile> &measured) {
   std::vector<int64_t> delta(ops.size() + 2, 0);
   std::vector<int> unsendable(ops.size() + 2, 0);
   for (auto [d, op] : llvm::enumerate(ops))
@@ -228,6 +173,108 @@ LogicalResult pd::placeSplitPoints(func::FuncOp func,
       problem.cutCost[cut] =
           measured ? std::llround(live * measured->nsPerByte) : live;
   }
+  return allowedCuts;
+}
+
+/// The ops that stages hold, with their positions: parameters and
+/// constants do not count, every stage that uses one holds a copy.
+void collectOps(Block &body, SmallVectorImpl<Operation *> &ops,
+                llvm::DenseMap<Operation *, size_t> &index) {
+  for (Operation &op : body.without_terminator())
+    if (!::pippy::isReplicable(&op)) {
+      index[&op] = ops.size();
+      ops.push_back(&op);
+    }
+}
+
+/// The error when no split into `stages` keeps within mem-cap.
+LogicalResult failMemCap(func::FuncOp func,
+                         const ::pippy::PartitionProblem &problem,
+                         unsigned stages, int64_t memCap) {
+  int64_t largest = 0;
+  for (int64_t m : problem.opMemory)
+    largest = std::max(largest, m);
+  func.emitError("no split into ")
+      << static_cast<unsigned>(stages)
+      << " stages keeps every stage within mem-cap="
+      << static_cast<int64_t>(memCap)
+      << " bytes (parameters + activations; the largest op alone needs "
+      << largest << ")";
+  return failure();
+}
+
+/// A split point before the first op of each stage but the first.
+void insertSplitPoints(func::FuncOp func, ArrayRef<Operation *> ops,
+                       const ::pippy::Partition &partition,
+                       const std::string &policy) {
+  OpBuilder builder(func.getContext());
+  for (size_t k = 1; k < partition.starts.size(); ++k) {
+    builder.setInsertionPoint(ops[partition.starts[k]]);
+    pd::SplitPointOp::create(
+        builder, NameLoc::get(builder.getStringAttr(
+                     policy + " split before stage " + std::to_string(k))));
+  }
+}
+
+} // namespace
+
+LogicalResult pd::placeSplitPoints(func::FuncOp func,
+                                   const SplitPlacement &placement,
+                                   bool &changed) {
+  changed = false;
+  unsigned stages = placement.stages;
+  const std::string &policy = placement.policy;
+  int64_t memCap = placement.memCap;
+  const std::string &profile = placement.profile;
+  if (func.isExternal())
+    return success();
+  Block &body = func.getBody().front();
+  if (llvm::any_of(body, [](Operation &op) {
+        return isa<pd::SplitPointOp, pd::PipelineOp>(op);
+      }))
+    return success(); // the split is already chosen
+  if (policy != "balanced" && policy != "params" && policy != "uniform") {
+    func.emitError("unknown split policy '")
+        << policy << "'; expected balanced, params or uniform";
+    return failure();
+  }
+  if (stages == 0) {
+    func.emitError("pippy-place-split-points needs stages=N with N >= 1");
+    return failure();
+  }
+
+  SmallVector<Operation *> ops;
+  llvm::DenseMap<Operation *, size_t> index;
+  collectOps(body, ops, index);
+  if (stages > ops.size()) {
+    func.emitError("cannot cut ")
+        << ops.size() << " ops into " << static_cast<unsigned>(stages)
+        << " non-empty stages (parameters and constants do not count: "
+           "every stage that uses one holds a copy)";
+    return failure();
+  }
+
+  std::optional<Profile> measured;
+  if (!profile.empty()) {
+    if (policy != "balanced") {
+      func.emitError("profile= goes with policy=balanced, not ") << policy;
+      return failure();
+    }
+    FailureOr<Profile> read = readProfile(func, profile, ops);
+    if (failed(read))
+      return failure();
+    measured = std::move(*read);
+  }
+
+  ::pippy::PartitionProblem problem;
+  problem.opCost.assign(ops.size(), 0);
+  problem.cutCost.assign(ops.size() + 1, 0);
+  if (memCap > 0) {
+    problem.memoryCap = memCap;
+    setOpMemory(problem, ops);
+  }
+  setOpCosts(problem, ops, policy, measured);
+  size_t allowedCuts = setCutCosts(problem, body, ops, index, policy, measured);
   if (allowedCuts + 1 < stages) {
     func.emitError("cannot cut into ")
         << static_cast<unsigned>(stages) << " stages: only " << allowedCuts
@@ -238,25 +285,9 @@ LogicalResult pd::placeSplitPoints(func::FuncOp func,
   }
 
   ::pippy::Partition partition = ::pippy::partitionOptimal(problem, stages);
-  if (partition.starts.empty()) {
-    int64_t largest = 0;
-    for (int64_t m : problem.opMemory)
-      largest = std::max(largest, m);
-    func.emitError("no split into ")
-        << static_cast<unsigned>(stages)
-        << " stages keeps every stage within mem-cap="
-        << static_cast<int64_t>(memCap)
-        << " bytes (parameters + activations; the largest op alone needs "
-        << largest << ")";
-    return failure();
-  }
-  OpBuilder builder(func.getContext());
-  for (size_t k = 1; k < partition.starts.size(); ++k) {
-    builder.setInsertionPoint(ops[partition.starts[k]]);
-    pd::SplitPointOp::create(
-        builder, NameLoc::get(builder.getStringAttr(
-                     policy + " split before stage " + std::to_string(k))));
-  }
+  if (partition.starts.empty())
+    return failMemCap(func, problem, stages, memCap);
+  insertSplitPoints(func, ops, partition, policy);
   changed = true;
   return success();
 }

@@ -28,18 +28,6 @@ using ::pippy::Rendezvous;
 
 namespace {
 
-std::optional<int> envInt(const char *name) {
-  const char *value = std::getenv(name);
-  if (!value || !*value)
-    return std::nullopt;
-  char *end = nullptr;
-  long v = std::strtol(value, &end, 10);
-  if (*end)
-    throw ::pippy::RuntimeError(std::string("environment variable ") + name +
-                                "='" + value + "' is not an integer");
-  return static_cast<int>(v);
-}
-
 /// What the launcher wrote about ranks that died, waiting briefly for it:
 /// a peer's socket usually closes a moment before the launcher reaps it.
 std::string failedRanks(const std::string &path) {
@@ -117,6 +105,7 @@ public:
     if (result.defined())
       result.copy_(tensor);
   }
+  bool isCompleted() override { return !work || work->isCompleted(); }
 
 private:
   c10::intrusive_ptr<c10d::Work> work;
@@ -227,44 +216,7 @@ private:
 
 namespace pippy {
 
-std::optional<Rendezvous> Rendezvous::fromEnvironment() {
-  Rendezvous rdzv;
-  std::optional<int> rank = envInt("RANK"), world = envInt("WORLD_SIZE"),
-                     local = envInt("LOCAL_RANK");
-  if (!rank) {
-    if ((rank = envInt("SLURM_PROCID"))) {
-      world = envInt("SLURM_NTASKS");
-      local = envInt("SLURM_LOCALID");
-    } else if ((rank = envInt("OMPI_COMM_WORLD_RANK"))) {
-      world = envInt("OMPI_COMM_WORLD_SIZE");
-      local = envInt("OMPI_COMM_WORLD_LOCAL_RANK");
-    }
-  }
-  if (!rank)
-    return std::nullopt;
-  if (!world)
-    throw RuntimeError("the rank is set but the world size is not "
-                       "(WORLD_SIZE)");
-  if (*rank < 0 || *rank >= *world)
-    throw RuntimeError("rank " + std::to_string(*rank) +
-                       " is outside a world of " + std::to_string(*world));
-  rdzv.rank = *rank;
-  rdzv.worldSize = *world;
-  rdzv.localRank = local.value_or(0);
-  if (const char *store = std::getenv("PIPPY_STORE"))
-    rdzv.storePath = store;
-  if (const char *failed = std::getenv("PIPPY_FAILED_RANKS"))
-    rdzv.failedRanksPath = failed;
-  if (const char *addr = std::getenv("MASTER_ADDR"); addr && *addr)
-    rdzv.masterAddr = addr;
-  if (std::optional<int> port = envInt("MASTER_PORT"))
-    rdzv.masterPort = *port;
-  rdzv.singleNode = !rdzv.storePath.empty() || rdzv.masterAddr == "127.0.0.1" ||
-                    rdzv.masterAddr == "localhost";
-  return rdzv;
-}
-
-std::unique_ptr<Communicator> createGlooCommunicator(const Rendezvous &rdzv) {
+c10::intrusive_ptr<c10d::Store> openStore(const Rendezvous &rdzv) {
   c10::intrusive_ptr<c10d::Store> store;
   try {
     if (!rdzv.storePath.empty()) {
@@ -283,11 +235,75 @@ std::unique_ptr<Communicator> createGlooCommunicator(const Rendezvous &rdzv) {
     throw CommError("rank " + std::to_string(rdzv.rank) +
                     ": rendezvous failed: " + e.what());
   }
+  return store;
+}
+
+std::unique_ptr<Communicator> createGlooCommunicator(const Rendezvous &rdzv) {
+  c10::intrusive_ptr<c10d::Store> store = openStore(rdzv);
   std::vector<int> all(rdzv.worldSize);
   for (int r = 0; r < rdzv.worldSize; ++r)
     all[r] = r;
   return std::make_unique<GlooCommunicator>(store, rdzv.rank, rdzv.worldSize,
                                             all, rdzv);
+}
+
+/// The NCCL engine behind this interface (NcclCommunicator.cpp), where
+/// built.
+std::unique_ptr<Communicator> createNcclCommunicator(const Rendezvous &rdzv);
+
+#ifndef PIPPY_HAVE_NCCL
+std::unique_ptr<Communicator> createNcclCommunicator(const Rendezvous &) {
+  throw RuntimeError("--backend nccl: this pippy-run was built without NCCL "
+                     "(no CUDA toolkit with NCCL where it was configured)");
+}
+#endif
+
+std::unique_ptr<Communicator> createCommunicator(Backend backend,
+                                                 const Rendezvous &rdzv) {
+  if (backend == Backend::Nccl)
+    return createNcclCommunicator(rdzv);
+  return createGlooCommunicator(rdzv);
+}
+
+namespace {
+
+class DoneHandle : public CommHandle {
+public:
+  void wait() override {}
+  bool isCompleted() override { return true; }
+};
+
+class LocalCommunicator : public Communicator {
+public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  int globalRank(int r) const override { return r; }
+  CommHandlePtr send(const at::Tensor &, int, int,
+                     const std::string &what) override {
+    throw CommError(what + ": a world of one rank has no peer");
+  }
+  CommHandlePtr recv(const at::Tensor &, int, int,
+                     const std::string &what) override {
+    throw CommError(what + ": a world of one rank has no peer");
+  }
+  CommHandlePtr allReduceSum(const at::Tensor &, const std::string &) override {
+    return std::make_shared<DoneHandle>();
+  }
+  CommHandlePtr broadcast(const at::Tensor &, int,
+                          const std::string &) override {
+    return std::make_shared<DoneHandle>();
+  }
+  void barrier(const std::string &) override {}
+  std::unique_ptr<Communicator> subgroup(const std::string &,
+                                         const std::vector<int> &) override {
+    return std::make_unique<LocalCommunicator>();
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Communicator> createLocalCommunicator() {
+  return std::make_unique<LocalCommunicator>();
 }
 
 } // namespace pippy

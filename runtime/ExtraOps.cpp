@@ -293,12 +293,23 @@ std::map<Key, pippy::rt::ExtraOperator> buildTable() {
   return table;
 }
 
+const std::map<Key, pippy::rt::ExtraOperator> &table() {
+  static const std::map<Key, pippy::rt::ExtraOperator> table = buildTable();
+  return table;
+}
+
 } // namespace
 
 const pippy::rt::ExtraOperator *
 pippy::rt::findExtraOperator(const c10::OperatorName &name,
                              size_t numOperands) {
-  static const std::map<Key, ExtraOperator> table = buildTable();
-  auto it = table.find(Key{name.name, name.overload_name, numOperands});
-  return it == table.end() ? nullptr : &it->second;
+  auto it = table().find(Key{name.name, name.overload_name, numOperands});
+  return it == table().end() ? nullptr : &it->second;
+}
+
+std::vector<const c10::FunctionSchema *> pippy::rt::extraOperatorSchemas() {
+  std::vector<const c10::FunctionSchema *> schemas;
+  for (const auto &[key, op] : table())
+    schemas.push_back(&op.schema);
+  return schemas;
 }

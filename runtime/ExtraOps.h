@@ -17,6 +17,8 @@
 #include <ATen/core/function_schema.h>
 #include <torch/csrc/jit/runtime/operator.h>
 
+#include <vector>
+
 namespace pippy::rt {
 
 struct ExtraOperator {
@@ -28,6 +30,10 @@ struct ExtraOperator {
 /// `numOperands` arguments, if pippy has it.
 const ExtraOperator *findExtraOperator(const c10::OperatorName &name,
                                        size_t numOperands);
+
+/// The schemas of every operator pippy has (for the lowering's table of
+/// argument names).
+std::vector<const c10::FunctionSchema *> extraOperatorSchemas();
 
 } // namespace pippy::rt
 

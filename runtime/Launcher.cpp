@@ -1,7 +1,8 @@
-//===- Launcher.cpp - spawning local ranks
-//---------------------------------===//
+//===- Launcher.cpp - spawning local ranks --------------------------------===//
 
 #include "pippy/Runtime/Launcher.h"
+
+#include "pippy/Runtime/Comm.h"
 
 #include <arpa/inet.h>
 #include <csignal>
@@ -103,10 +104,7 @@ void onSignal(int sig) { interrupted = sig; }
 namespace pippy {
 
 bool shouldLaunch(const LaunchOptions &options) {
-  for (const char *var : {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"})
-    if (const char *v = std::getenv(var); v && *v)
-      return false;
-  return options.nproc * options.nnodes > 1;
+  return !Rendezvous::rankIsSet() && options.nproc * options.nnodes > 1;
 }
 
 int launch(const LaunchOptions &options, const std::vector<std::string> &argv) {

@@ -1,323 +1,251 @@
-//===- Run.cpp - single-process training and inference --------------------===//
+//===- Run.cpp - what pippy-run does --------------------------------------===//
 //
-// `pippy-run model.mlir --nproc 1 ...`: loads the graph IR and its weights,
-// compiles the forward function once, then trains with micro-batches whose
-// gradients accumulate to the full-batch mean gradient, or runs inference.
+// From the parsed options to a running rank: lower IR first where it is
+// given (the full build), write executables (--emit-executables), check the
+// options against what executables have baked in, spawn local ranks (the
+// launcher lowers IR once, into a private folder the ranks read), or run
+// this process's rank. A single process is a world of one rank.
 //
 //===----------------------------------------------------------------------===//
 
 #include "pippy/Runtime/Run.h"
 
-#include "Common.h"
+#include "StagePlan.h"
+
 #include "pippy/Runtime/Comm.h"
+#include "pippy/Runtime/Launcher.h"
+#include "pippy/Support/AtomicFile.h"
 
-#include "pippy/Dialect/Pippy/PippyDialect.h"
-#include "pippy/Dialect/Torch/TorchDialect.h"
-#include "pippy/Runtime/Program.h"
-#include "pippy/Support/Safetensors.h"
-#include "pippy/Support/TensorDTypes.h"
-
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/SparseTensor/IR/SparseTensor.h"
-#include "mlir/IR/BuiltinOps.h"
-#include "mlir/Parser/Parser.h"
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/JSON.h"
-#include "llvm/Support/Path.h"
-#include "llvm/Support/SourceMgr.h"
-#include "llvm/Support/raw_ostream.h"
-
-#include <torch/torch.h>
-
-#include <chrono>
 #include <cstdio>
-#include <set>
-#include <unistd.h>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
 
-using namespace mlir;
-using ::pippy::Program;
-using ::pippy::RunOptions;
-using ::pippy::RuntimeError;
-namespace st = ::pippy::safetensors;
+namespace fs = std::filesystem;
+
+namespace pippy {
+
+void runRank(const RunOptions &options, const Rendezvous &rdzv,
+             const std::function<rt::LoadedExecutable()> &load);
 
 namespace {
 
-using namespace ::pippy::rt;
+/// Set by the launcher for the ranks it spawns: the folder it lowered an IR
+/// program into.
+constexpr const char *kExecutablesVariable = "PIPPY_EXECUTABLES";
 
-class Runner {
-public:
-  explicit Runner(const RunOptions &options) : options(options) {}
+std::vector<std::string> lower(Compiler *compiler, const RunOptions &options,
+                               int numRanks, const std::string &folder) {
+  std::string error;
+  std::optional<std::vector<std::string>> ranks =
+      compiler->lower(options, numRanks, folder, error);
+  if (!ranks)
+    throw RuntimeError(error);
+  return std::move(*ranks);
+}
 
-  void run() {
-    at::set_num_threads(options.threads);
-    loadProgram();
-    loadWeights();
-    if (options.infer)
-      return infer();
-    train();
+/// Writes one executable per rank into `dir` (created if needed), removing
+/// files of a larger world written there before.
+void writeExecutables(const std::vector<std::string> &ranks,
+                      const std::string &dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec)
+    throw RuntimeError("cannot create " + dir + ": " + ec.message());
+  for (size_t r = 0; r < ranks.size(); ++r)
+    if (std::string error = writeFileAtomically(
+            (fs::path(dir) / exe::rankFileName(static_cast<int>(r))).string(),
+            ranks[r]);
+        !error.empty())
+      throw RuntimeError(error);
+  for (size_t r = ranks.size();; ++r) {
+    fs::path stale = fs::path(dir) / exe::rankFileName(static_cast<int>(r));
+    if (!fs::exists(stale, ec))
+      break;
+    fs::remove(stale, ec);
   }
+}
 
-private:
-  void loadProgram() {
-    module = parseProgram(context, options.programPath);
-    func::FuncOp forward = lookupForward(*module, options.programPath);
-    for (BlockArgument arg : forward.getArguments())
-      argSpecs.push_back(::pippy::rt::specOfArgument(arg));
-
-    mlir::pippy::PipelineOp pipeline;
-    forward.walk([&](mlir::pippy::PipelineOp op) { pipeline = op; });
-    if (!pipeline) {
-      if (options.nproc != 1)
-        throw RuntimeError(
-            options.programPath +
-            ": a graph IR runs as one stage on one rank; split it into a "
-            "pipeline first (pippy-opt --pippy-split) to run it with --nproc " +
-            std::to_string(options.nproc));
-      programs.push_back(Program::compile(forward));
-      return;
-    }
-    compilePipeline(forward, pipeline);
+/// What executables baked in must agree with the options given again; the
+/// ranks per node default to the executables' world.
+void agreeWithExecutables(RunOptions &options) {
+  rt::LoadedExecutable first =
+      rt::LoadedExecutable::read(rt::executablePath(options.programPath, 0));
+  const exe::Executable &exe = first.get();
+  const exe::Schedule &schedule = *exe.schedule();
+  auto differ = [&](const std::string &what, const std::string &baked) {
+    throw RuntimeError(first.name() + " is lowered with " + baked + "; " +
+                       what + " differs (lower again to change it)");
+  };
+  int world = exe.num_ranks();
+  if (!options.nproc) {
+    if (world % options.nnodes != 0)
+      differ("--nnodes " + std::to_string(options.nnodes),
+             std::to_string(world) + " ranks");
+    options.nproc = world / options.nnodes;
   }
+  if (*options.nproc * options.nnodes != world)
+    differ("--nproc " + std::to_string(*options.nproc) + " --nnodes " +
+               std::to_string(options.nnodes),
+           std::to_string(world) + (world == 1 ? " rank" : " ranks"));
+  std::string kind = exe::scheduleKindText(schedule.kind());
+  if (options.schedule && kind != name(*options.schedule))
+    differ(std::string("--schedule ") + name(*options.schedule),
+           "schedule " + kind);
+  if (options.microbatches && *options.microbatches != schedule.microbatches())
+    differ("--microbatches " + std::to_string(*options.microbatches),
+           std::to_string(schedule.microbatches()) + " micro-batches");
+  if (options.deferWeightGrads &&
+      *options.deferWeightGrads != schedule.split_backward())
+    differ(std::string("--defer-weight-grads") +
+               (*options.deferWeightGrads ? "" : "=false"),
+           schedule.split_backward() ? "--defer-weight-grads"
+                                     : "no --defer-weight-grads");
+  if (!options.scheduleFile.empty())
+    differ("--schedule-file", "schedule " + kind);
+}
 
-  /// The stages run one after another in this process: autograd links them,
-  /// and a tied parameter is one tensor, so its gradients add up.
-  void compilePipeline(func::FuncOp forward, mlir::pippy::PipelineOp pipeline) {
-    auto ret = cast<func::ReturnOp>(forward.getBody().front().getTerminator());
-    for (Value v : ret.getOperands())
-      if (v.getDefiningOp() != pipeline.getOperation())
-        throw RuntimeError(options.programPath +
-                           ": forward must return the pipeline's results");
-    auto sourceOf = [&](Value v) {
-      return ::pippy::rt::sourceOf(v, forward.getOperation(),
-                                   options.programPath);
-    };
-    for (mlir::pippy::StageOp stage : pipeline.getStages()) {
-      std::string name =
-          "stage " + std::to_string(stage.getIndexAttr().getInt());
-      programs.push_back(Program::compile(stage.getBody().front(), name));
-      std::vector<Source> inputs;
-      for (Value v : stage.getInputs())
-        inputs.push_back(sourceOf(v));
-      stageInputs.push_back(std::move(inputs));
-    }
-    auto yield =
-        cast<mlir::pippy::YieldOp>(pipeline.getBody().front().getTerminator());
-    for (Value v : yield.getOperands())
-      outputSources.push_back(sourceOf(v));
+/// Reads rank `rank`'s executable under `path` and checks that it is that
+/// rank's, of a world of `world`, and (where `hash` is given) of the same
+/// lowering as the others.
+rt::LoadedExecutable readRank(const std::string &path, int rank, int world,
+                              std::optional<uint64_t> hash) {
+  rt::LoadedExecutable loaded =
+      rt::LoadedExecutable::read(rt::executablePath(path, rank));
+  const exe::Executable &exe = loaded.get();
+  if (exe.rank() != rank || exe.num_ranks() != world)
+    throw RuntimeError(loaded.name() + " is rank " +
+                       std::to_string(exe.rank()) + "'s of " +
+                       std::to_string(exe.num_ranks()) + ", not rank " +
+                       std::to_string(rank) + "'s of " + std::to_string(world));
+  if (hash && exe.pipeline_hash() != *hash)
+    throw RuntimeError(loaded.name() + " is of another lowering than " +
+                       rt::executablePath(path, 0) +
+                       " (their pipeline hashes differ); lower the pipeline "
+                       "again into one folder");
+  return loaded;
+}
+
+/// Before spawning: every rank of this node has its executable, of one
+/// lowering.
+void checkNodeExecutables(const RunOptions &options) {
+  rt::LoadedExecutable first =
+      rt::LoadedExecutable::read(rt::executablePath(options.programPath, 0));
+  int world = first.get().num_ranks();
+  uint64_t hash = first.get().pipeline_hash();
+  int perNode = options.ranksPerNode();
+  for (int r = options.nodeRank * perNode; r < (options.nodeRank + 1) * perNode;
+       ++r)
+    readRank(options.programPath, r, world, hash);
+}
+
+/// The executable this rank runs.
+rt::LoadedExecutable loadRank(const RunOptions &options, Compiler *compiler,
+                              bool isIR, const Rendezvous &rdzv) {
+  if (const char *dir = std::getenv(kExecutablesVariable); dir && *dir)
+    return readRank(dir, rdzv.rank, rdzv.worldSize, std::nullopt);
+  if (!isIR)
+    return readRank(options.programPath, rdzv.rank, rdzv.worldSize,
+                    std::nullopt);
+  std::vector<std::string> ranks =
+      lower(compiler, options, rdzv.worldSize, /*folder=*/"");
+  return rt::LoadedExecutable::fromBytes(std::move(ranks.at(rdzv.rank)),
+                                         options.programPath, ".");
+}
+
+/// Spawns the local ranks; IR is lowered once, into a private folder.
+int launchRanks(RunOptions &options, Compiler *compiler, bool isIR,
+                const std::vector<std::string> &argv) {
+  LaunchOptions launch;
+  launch.nproc = options.ranksPerNode();
+  launch.nnodes = options.nnodes;
+  launch.nodeRank = options.nodeRank;
+  launch.masterAddr = options.masterAddr;
+  launch.masterPort = options.masterPort;
+  launch.timeoutSeconds = options.timeoutSeconds;
+  launch.threadsPerRank = options.threads;
+  std::string folder;
+  if (isIR) {
+    const char *tmp = std::getenv("TMPDIR");
+    std::string pattern =
+        std::string(tmp && *tmp ? tmp : "/tmp") + "/pippy-exe-XXXXXX";
+    if (!mkdtemp(pattern.data()))
+      throw RuntimeError("cannot create a folder for the executables in " +
+                         fs::path(pattern).parent_path().string());
+    folder = pattern;
+    writeExecutables(lower(compiler, options, launch.nproc * launch.nnodes, ""),
+                     folder);
+    setenv(kExecutablesVariable, folder.c_str(), 1);
   }
-
-  /// The forward pass of the whole model on one micro-batch.
-  std::vector<c10::IValue> forward(const std::vector<c10::IValue> &args) {
-    if (stageInputs.empty())
-      return programs.front().run(args, params);
-    std::vector<std::vector<c10::IValue>> results;
-    auto fetch = [&](const Source &source) -> const c10::IValue & {
-      return source.stage < 0 ? args.at(source.index)
-                              : results.at(source.stage).at(source.index);
-    };
-    for (size_t s = 0; s < programs.size(); ++s) {
-      std::vector<c10::IValue> inputs;
-      for (const Source &source : stageInputs[s])
-        inputs.push_back(fetch(source));
-      results.push_back(programs[s].run(inputs, params));
-    }
-    std::vector<c10::IValue> outputs;
-    for (const Source &source : outputSources)
-      outputs.push_back(fetch(source));
-    return outputs;
+  int code = pippy::launch(launch, argv);
+  if (!folder.empty()) {
+    std::error_code ec;
+    fs::remove_all(folder, ec);
   }
+  return code;
+}
 
-  void loadWeights() {
-    std::string path = resolveWeightsPath(options, *module);
-    TensorFile file = readTensors(path);
-    weightsMetadata = file.metadata;
-    weightOrder = file.order;
-    std::set<std::string> untrained = untrainedNames(file.metadata);
-    std::vector<std::pair<std::string, ::pippy::TensorSpec>> specs;
-    for (const Program &program : programs)
-      specs.insert(specs.end(), program.parameters().begin(),
-                   program.parameters().end());
-    for (const auto &[name, spec] : specs)
-      checkedParameter(file, path, name, spec);
-    for (const auto &[name, tensor] : file.tensors) {
-      bool trainable = isTrainable(tensor, name, untrained) && !options.infer;
-      params[name] = trainable ? tensor.requires_grad_(true) : tensor;
-      if (trainable)
-        trainableNames.push_back(name);
-    }
+int run(int argc, char **argv, Compiler *compiler) {
+  std::vector<std::string> args(argv, argv + argc);
+  std::string message;
+  int exitCode = 1;
+  std::optional<RunOptions> parsed = parseRunOptions(args, message, exitCode);
+  if (!parsed) {
+    std::fputs(message.c_str(), exitCode ? stderr : stdout);
+    return exitCode;
   }
-
-  std::unique_ptr<::torch::optim::Optimizer> makeOptimizer() {
-    std::vector<at::Tensor> trainable;
-    for (const std::string &name : trainableNames)
-      trainable.push_back(params.at(name));
-    return ::pippy::rt::makeOptimizer(options, trainable);
+  RunOptions &options = *parsed;
+  if (!options.scheduleFile.empty())
+    if (std::string error =
+            readFile(options.scheduleFile, options.scheduleText);
+        !error.empty())
+      throw RuntimeError(error);
+  bool isIR = !rt::isExecutable(options.programPath);
+  if (isIR && !compiler)
+    throw RuntimeError(options.programPath +
+                       " is not a folder of stage executables; this "
+                       "pippy-run (a runtime-only build) runs only those: "
+                       "lower the program with a full build's `pippy-run " +
+                       options.programPath + " --emit-executables DIR`");
+  if (!options.emitExecutablesDir.empty()) {
+    if (!isIR)
+      throw RuntimeError("--emit-executables lowers IR, but " +
+                         options.programPath + " holds executables already");
+    std::string dir = options.emitExecutablesDir;
+    std::vector<std::string> ranks =
+        lower(compiler, options, options.ranksPerNode() * options.nnodes,
+              fs::absolute(dir).string());
+    writeExecutables(ranks, dir);
+    std::printf("wrote %zu stage executable%s to %s\n", ranks.size(),
+                ranks.size() == 1 ? "" : "s", dir.c_str());
+    return 0;
   }
-
-  void train() {
-    checkTrainingOptions(options);
-    Dataset data(options, argSpecs, /*needTarget=*/true);
-    int64_t rows = data.rows();
-    auto optimizer = makeOptimizer();
-    if (!options.autogradWeightGrads) {
-      // A weight several stages share (a tied weight) stays with autograd,
-      // which sums its contributions per micro-batch before adding them to
-      // its gradient; adding each in place would round differently.
-      std::map<std::string, int> stages;
-      for (const Program &program : programs)
-        for (const auto &[name, spec] : program.parameters())
-          ++stages[name];
-      std::set<std::string> fused;
-      for (const std::string &name : trainableNames)
-        if (stages[name] == 1)
-          fused.insert(name);
-      for (Program &program : programs)
-        program.fuseWeightGradients(fused);
-    }
-    int64_t mb = argSpecs[0].sizes.at(0);
-    int64_t M = options.microbatches;
-    int64_t cursor = 0;
-    llvm::json::Array stepMetrics;
-    for (int step = 1; step <= options.steps; ++step) {
-      auto start = std::chrono::steady_clock::now();
-      releaseGradients(*optimizer);
-      double stepLoss = 0;
-      for (int64_t m = 0; m < M; ++m) {
-        int64_t begin = cursor + m * mb;
-        std::vector<c10::IValue> results =
-            forward(data.arguments(begin, mb, options.loss == "none"));
-        at::Tensor loss = computeLoss(
-            options, results.at(0),
-            options.loss == "none" ? at::Tensor() : data.target(begin, mb));
-        (loss / static_cast<double>(M)).backward();
-        stepLoss += loss.item<double>() / M;
-      }
-      cursor = (cursor + M * mb) % rows;
-      if (step == 1 && !options.saveGradsPath.empty())
-        saveGrads();
-      if (options.clipGradNorm) {
-        std::vector<at::Tensor> trainable;
-        for (const std::string &name : trainableNames)
-          trainable.push_back(params.at(name));
-        ::torch::nn::utils::clip_grad_norm_(trainable, *options.clipGradNorm);
-      }
-      optimizer->step();
-      double seconds = std::chrono::duration<double>(
-                           std::chrono::steady_clock::now() - start)
-                           .count();
-      double samples = M * mb / seconds;
-      std::printf("[rank0] step %d/%d loss %.6f samples/s %.1f\n", step,
-                  options.steps, stepLoss, samples);
-      std::fflush(stdout);
-      stepMetrics.push_back(llvm::json::Object{{"step", step},
-                                               {"loss", stepLoss},
-                                               {"step_time_s", seconds},
-                                               {"samples_per_s", samples}});
-    }
-    if (!options.metricsPath.empty())
-      writeMetrics(std::move(stepMetrics));
-    if (!options.saveWeightsPath.empty())
-      saveWeights();
+  if (options.dataPath.empty())
+    throw RuntimeError("--data FILE is required");
+  if (!isIR && !std::getenv(kExecutablesVariable)) {
+    agreeWithExecutables(options);
+    if (!Rendezvous::rankIsSet())
+      checkNodeExecutables(options);
   }
-
-  /// Every parameter's gradient, zeros for frozen ones and those the model
-  /// does not use (PyTorch's gradient is None for both).
-  void saveGrads() {
-    std::vector<std::pair<std::string, at::Tensor>> grads;
-    for (const std::string &name : trainableNames) {
-      at::Tensor grad = params.at(name).grad();
-      grads.emplace_back(
-          name, grad.defined() ? grad : at::zeros_like(params.at(name)));
-    }
-    for (const std::string &name : metadataList(weightsMetadata, "frozen"))
-      if (params.count(name))
-        grads.emplace_back(name, at::zeros_like(params.at(name)));
-    writeTensors(options.saveGradsPath, grads, {});
-  }
-
-  void saveWeights() {
-    std::vector<std::pair<std::string, at::Tensor>> tensors;
-    for (const std::string &name : weightOrder)
-      tensors.emplace_back(name, params.at(name));
-    writeTensors(options.saveWeightsPath, tensors, weightsMetadata);
-  }
-
-  void writeMetrics(llvm::json::Array steps) {
-    writeJson(options.metricsPath,
-              llvm::json::Object{
-                  {"steps", std::move(steps)},
-                  {"bubble_fraction", 0.0},
-                  {"peak_inflight_microbatches", llvm::json::Array{1}}});
-  }
-
-  void infer() {
-    if (options.outputPath.empty())
-      throw RuntimeError("--infer needs --output FILE");
-    // With --loss none the target is forward's last argument.
-    bool withTarget = options.loss == "none";
-    Dataset data(options, argSpecs, withTarget);
-    int64_t rows = data.rows();
-    int64_t mb = argSpecs[0].sizes.at(0);
-    if (rows % mb != 0)
-      throw RuntimeError(options.dataPath + ": " + std::to_string(rows) +
-                         " rows do not divide into micro-batches of " +
-                         std::to_string(mb));
-    ::torch::NoGradGuard noGrad;
-    OutputRows outputs;
-    for (int64_t begin = 0; begin < rows; begin += mb)
-      outputs.add(forward(data.arguments(begin, mb, withTarget)));
-    outputs.write(options.outputPath);
-    std::printf("[rank0] wrote %lld rows to %s\n", (long long)rows,
-                options.outputPath.c_str());
-  }
-
-  const RunOptions &options;
-  MLIRContext context;
-  OwningOpRef<ModuleOp> module;
-  std::vector<Program> programs;
-  std::vector<std::vector<Source>> stageInputs;
-  std::vector<Source> outputSources;
-  std::vector<::pippy::TensorSpec> argSpecs;
-  std::map<std::string, at::Tensor> params;
-  std::vector<std::string> trainableNames;
-  std::vector<std::string> weightOrder;
-  std::map<std::string, std::string> weightsMetadata;
-};
+  std::optional<Rendezvous> rdzv = Rendezvous::fromEnvironment();
+  if (!rdzv && options.ranksPerNode() * options.nnodes > 1)
+    return launchRanks(options, compiler, isIR, args);
+  Rendezvous one;
+  runRank(options, rdzv ? *rdzv : one, [&] {
+    return loadRank(options, compiler, isIR, rdzv ? *rdzv : one);
+  });
+  return 0;
+}
 
 } // namespace
 
-namespace pippy {
-llvm::Error run(const RunOptions &options) {
+int runMain(int argc, char **argv, Compiler *compiler) {
   try {
-    std::optional<Rendezvous> rdzv = Rendezvous::fromEnvironment();
-    if (rdzv && rdzv->worldSize > 1)
-      return runRank(options, *rdzv);
-    if (!executorOnlyOptions(options).empty()) {
-      // What only the pipeline executor does runs there, on a world of one.
-      char dir[] = "/tmp/pippy-run-XXXXXX";
-      if (!mkdtemp(dir))
-        throw RuntimeError("cannot create a directory in /tmp");
-      Rendezvous one;
-      one.storePath = std::string(dir) + "/store";
-      llvm::Error result = runRank(options, one);
-      std::remove(one.storePath.c_str());
-      rmdir(dir);
-      return result;
-    }
-    if (!options.tracePath.empty())
-      std::fprintf(stderr,
-                   "pippy-run: warning: --trace is written by the pipeline "
-                   "executor (pipelines on several ranks, or a one-stage "
-                   "pipeline with --defer-weight-grads or --profile); this "
-                   "run writes none\n");
-    Runner(options).run();
-    return llvm::Error::success();
-  } catch (const RuntimeError &e) {
-    return llvm::createStringError(e.what());
-  } catch (const c10::Error &e) {
-    return llvm::createStringError(e.what_without_backtrace());
+    return run(argc, argv, compiler);
   } catch (const std::exception &e) {
-    return llvm::createStringError(e.what());
+    std::fprintf(stderr, "pippy-run: error: %s\n", e.what());
+    return 1;
   }
 }
+
 } // namespace pippy

@@ -8,6 +8,7 @@ packages=(
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   libtorch-dev python3-torch libgloo-dev libopenblas0-pthread
   libgtest-dev python3-numpy libzstd-dev zlib1g-dev libmimalloc-dev
+  flatbuffers-compiler libflatbuffers-dev nlohmann-json3-dev
 )
 
 missing=()

@@ -146,15 +146,8 @@ LogicalResult PipelineOp::verify() {
   return success();
 }
 
-LogicalResult PipelineOp::verifyRegions() {
-  Block &body = getBody().front();
-  auto yield = dyn_cast<YieldOp>(body.getTerminator());
-  if (!yield)
-    return emitOpError("body must end in pippy.yield");
-  if (failed(verifyYield(*this, yield, getResultTypes())))
-    return failure();
-
-  // Stages in index order, each fed by model inputs or earlier stages.
+/// Stages in index order, each fed by model inputs or earlier stages.
+static LogicalResult verifyStageOrder(PipelineOp pipeline, Block &body) {
   int64_t expected = 0;
   for (Operation &op : body.without_terminator()) {
     auto stage = dyn_cast<StageOp>(op);
@@ -167,7 +160,7 @@ LogicalResult PipelineOp::verifyRegions() {
              << " (stage indices are 0, 1, 2, ... in order)";
     for (auto [i, input] : llvm::enumerate(stage.getInputs())) {
       auto producer = input.getDefiningOp<StageOp>();
-      if (!producer || producer->getParentOp() != getOperation())
+      if (!producer || producer->getParentOp() != pipeline.getOperation())
         continue;
       if (producer.getIndex() >= stage.getIndex())
         return stage.emitOpError("input #")
@@ -180,13 +173,17 @@ LogicalResult PipelineOp::verifyRegions() {
     ++expected;
   }
   if (expected == 0)
-    return emitOpError("has no stages");
+    return pipeline.emitOpError("has no stages");
+  return success();
+}
 
-  // Which stages use each parameter name, and the copies of a tied
-  // parameter agree on its type (one walk; names compared by pointer).
-  llvm::MapVector<StringAttr, SmallVector<int64_t>> users;
+/// Which stages use each parameter name, and the copies of a tied
+/// parameter agree on its type (one walk; names compared by pointer).
+static LogicalResult
+collectParamUsers(PipelineOp pipeline,
+                  llvm::MapVector<StringAttr, SmallVector<int64_t>> &users) {
   llvm::DenseMap<StringAttr, ParamOp> firstUse;
-  for (StageOp stage : getStages()) {
+  for (StageOp stage : pipeline.getStages()) {
     WalkResult result = stage.walk([&](ParamOp param) {
       StringAttr name = param.getNameAttr();
       SmallVector<int64_t> &list = users[name];
@@ -206,41 +203,64 @@ LogicalResult PipelineOp::verifyRegions() {
     if (result.wasInterrupted())
       return failure();
   }
+  return success();
+}
+
+/// Stage indices as "[0, 2]".
+static std::string formatStages(ArrayRef<int64_t> stages) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "[";
+  llvm::interleaveComma(stages, os);
+  os << "]";
+  return text;
+}
+
+/// A parameter used by several stages has a tied group, which lists exactly
+/// those stages; every tied group names a parameter in use.
+static LogicalResult verifyTiedGroups(
+    PipelineOp pipeline,
+    const llvm::MapVector<StringAttr, SmallVector<int64_t>> &users) {
   llvm::StringMap<TiedGroupAttr> groups;
-  if (getTied())
-    for (auto group : getTied()->getAsRange<TiedGroupAttr>())
+  if (pipeline.getTied())
+    for (auto group : pipeline.getTied()->getAsRange<TiedGroupAttr>())
       groups[group.getName()] = group;
   llvm::StringSet<> used;
   for (auto &entry : users)
     used.insert(entry.first.getValue());
 
-  auto formatStages = [](ArrayRef<int64_t> stages) {
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    os << "[";
-    llvm::interleaveComma(stages, os);
-    os << "]";
-    return text;
-  };
-
   for (auto &[nameAttr, stages] : users) {
     StringRef name = nameAttr.getValue();
     auto group = groups.find(name);
     if (stages.size() > 1 && group == groups.end())
-      return emitOpError("parameter \"")
+      return pipeline.emitOpError("parameter \"")
              << name << "\" is used by stages " << formatStages(stages)
              << " but has no tied group";
     if (group != groups.end() &&
         ArrayRef<int64_t>(stages) != group->second.getStages())
-      return emitOpError("tied group \"")
+      return pipeline.emitOpError("tied group \"")
              << name << "\" lists stages "
              << formatStages(group->second.getStages())
              << " but the parameter is used by stages " << formatStages(stages);
   }
   for (auto &[name, group] : groups)
     if (!used.count(name))
-      return emitOpError("tied group \"")
+      return pipeline.emitOpError("tied group \"")
              << name << "\" names a parameter that no stage uses";
-
   return success();
+}
+
+LogicalResult PipelineOp::verifyRegions() {
+  Block &body = getBody().front();
+  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield)
+    return emitOpError("body must end in pippy.yield");
+  if (failed(verifyYield(*this, yield, getResultTypes())))
+    return failure();
+  if (failed(verifyStageOrder(*this, body)))
+    return failure();
+  llvm::MapVector<StringAttr, SmallVector<int64_t>> users;
+  if (failed(collectParamUsers(*this, users)))
+    return failure();
+  return verifyTiedGroups(*this, users);
 }

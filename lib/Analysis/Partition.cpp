@@ -57,6 +57,76 @@ struct Search {
   std::vector<size_t> window; // a monotonic queue, [head, tail)
 };
 
+/// One step of tryPartition without a memory cap: which prefixes `k + 1`
+/// stages cover (s.next, s.parent of stage k) given those `k` stages cover
+/// (s.reachable). Every earlier cut is a candidate start: the best is a
+/// running maximum. Returns whether any prefix is covered.
+bool extendUncapped(Search &s, size_t *parent, bool last, int64_t limit,
+                    int64_t &nextLimit) {
+  const size_t n = s.n;
+  const std::vector<int64_t> &key = s.key, &need = s.need;
+  std::vector<char> &reachable = s.reachable, &next = s.next;
+  bool any = false;
+  size_t best = kNone;
+  int64_t bestKey = std::numeric_limits<int64_t>::min();
+  for (size_t j = 1; j <= n; ++j) {
+    size_t i = j - 1; // a candidate start for stages ending at j or later
+    if (reachable[i] && s.canStart[i] && key[i] >= bestKey) {
+      bestKey = key[i];
+      best = i;
+    }
+    // The last stage must end at n; the others end anywhere.
+    bool fits = false;
+    if (best != kNone && (!last || j == n)) {
+      fits = bestKey >= need[j] - limit;
+      if (!fits)
+        nextLimit = std::min(nextLimit, need[j] - bestKey);
+    }
+    next[j] = fits;
+    if (fits) {
+      parent[j] = best;
+      any = true;
+    }
+  }
+  return any;
+}
+
+/// extendUncapped under a memory cap: candidate starts in increasing order
+/// with decreasing keys, so that the front of the window is the best start
+/// still inside it.
+bool extendCapped(Search &s, size_t *parent, bool last, int64_t limit,
+                  int64_t &nextLimit) {
+  const size_t n = s.n;
+  const std::vector<int64_t> &key = s.key, &need = s.need;
+  const std::vector<size_t> &firstStart = *s.firstStart;
+  std::vector<char> &reachable = s.reachable, &next = s.next;
+  bool any = false;
+  size_t *window = s.window.data();
+  size_t head = 0, tail = 0;
+  for (size_t j = 1; j <= n; ++j) {
+    size_t i = j - 1;
+    if (reachable[i] && s.canStart[i]) {
+      while (tail > head && key[window[tail - 1]] <= key[i])
+        --tail;
+      window[tail++] = i;
+    }
+    while (tail > head && window[head] < firstStart[j])
+      ++head;
+    bool fits = false;
+    if (tail > head && (!last || j == n)) {
+      fits = key[window[head]] >= need[j] - limit;
+      if (!fits)
+        nextLimit = std::min(nextLimit, need[j] - key[window[head]]);
+    }
+    next[j] = fits;
+    if (fits) {
+      parent[j] = window[head];
+      any = true;
+    }
+  }
+  return any;
+}
+
 /// With bottleneck `limit`, the start of every stage of a partition into
 /// exactly `stages` stages, or empty when there is none. Among the starts
 /// with the largest key the latest is taken, so that every probe of the
@@ -69,8 +139,6 @@ std::vector<size_t> tryPartition(Search &s, size_t stages, int64_t limit,
                                  int64_t &nextLimit) {
   nextLimit = std::numeric_limits<int64_t>::max();
   const size_t n = s.n;
-  const std::vector<int64_t> &key = s.key, &need = s.need;
-  const std::vector<size_t> &firstStart = *s.firstStart;
   s.parent.resize(stages * (n + 1));
   s.reachable.assign(n + 1, 0);
   s.next.assign(n + 1, 0);
@@ -80,58 +148,9 @@ std::vector<size_t> tryPartition(Search &s, size_t stages, int64_t limit,
   for (size_t k = 0; k < stages; ++k) {
     size_t *parent = &s.parent[k * (n + 1)];
     bool last = k + 1 == stages;
-    bool any = false;
     next[0] = 0; // a stage is never empty
-    if (!s.capped) {
-      // Every earlier cut is a candidate: the best is a running maximum.
-      size_t best = kNone;
-      int64_t bestKey = std::numeric_limits<int64_t>::min();
-      for (size_t j = 1; j <= n; ++j) {
-        size_t i = j - 1; // a candidate start for stages ending at j or later
-        if (reachable[i] && s.canStart[i] && key[i] >= bestKey) {
-          bestKey = key[i];
-          best = i;
-        }
-        // The last stage must end at n; the others end anywhere.
-        bool fits = false;
-        if (best != kNone && (!last || j == n)) {
-          fits = bestKey >= need[j] - limit;
-          if (!fits)
-            nextLimit = std::min(nextLimit, need[j] - bestKey);
-        }
-        next[j] = fits;
-        if (fits) {
-          parent[j] = best;
-          any = true;
-        }
-      }
-    } else {
-      // Candidate starts in increasing order with decreasing keys: the
-      // front is the best start still inside the window.
-      size_t *window = s.window.data();
-      size_t head = 0, tail = 0;
-      for (size_t j = 1; j <= n; ++j) {
-        size_t i = j - 1;
-        if (reachable[i] && s.canStart[i]) {
-          while (tail > head && key[window[tail - 1]] <= key[i])
-            --tail;
-          window[tail++] = i;
-        }
-        while (tail > head && window[head] < firstStart[j])
-          ++head;
-        bool fits = false;
-        if (tail > head && (!last || j == n)) {
-          fits = key[window[head]] >= need[j] - limit;
-          if (!fits)
-            nextLimit = std::min(nextLimit, need[j] - key[window[head]]);
-        }
-        next[j] = fits;
-        if (fits) {
-          parent[j] = window[head];
-          any = true;
-        }
-      }
-    }
+    bool any = s.capped ? extendCapped(s, parent, last, limit, nextLimit)
+                        : extendUncapped(s, parent, last, limit, nextLimit);
     if (!any)
       return {}; // no prefix is covered by k + 1 stages
     reachable.swap(next);
@@ -181,6 +200,39 @@ bool fitsMemory(const PartitionProblem &problem, size_t begin, size_t end) {
   return held <= problem.memoryCap;
 }
 
+/// The keys and thresholds of the feasibility test for `problem` with op
+/// cost prefix sums `prefix`, and the starts `first` allows.
+Search makeSearch(const PartitionProblem &problem,
+                  const std::vector<int64_t> &prefix,
+                  const std::vector<size_t> &first) {
+  size_t n = problem.opCost.size();
+  Search search;
+  search.n = n;
+  search.key.resize(n + 1);
+  search.need.resize(n + 1);
+  search.canStart.resize(n + 1);
+  for (size_t i = 0; i <= n; ++i) {
+    search.key[i] = prefix[i] - problem.cutCost[i];
+    search.need[i] = prefix[i] + problem.cutCost[i];
+    search.canStart[i] =
+        i == 0 || problem.cutAllowed.empty() || problem.cutAllowed[i];
+  }
+  search.firstStart = &first;
+  search.capped = problem.memoryCap > 0;
+  return search;
+}
+
+/// The cost of the costliest stage of the partition with `starts`.
+int64_t bottleneck(const PartitionProblem &problem,
+                   const std::vector<size_t> &starts, size_t stages) {
+  size_t n = problem.opCost.size();
+  int64_t worst = 0;
+  for (size_t k = 0; k < stages; ++k)
+    worst = std::max(worst, stageCost(problem, starts[k],
+                                      k + 1 < stages ? starts[k + 1] : n));
+  return worst;
+}
+
 } // namespace
 
 Partition pippy::partitionOptimal(const PartitionProblem &problem,
@@ -209,26 +261,7 @@ Partition pippy::partitionOptimal(const PartitionProblem &problem,
   std::vector<size_t> first = firstStarts(problem);
   assert((problem.cutAllowed.empty() || problem.cutAllowed.size() == n + 1) &&
          "one entry per cut");
-  Search search;
-  search.n = n;
-  search.key.resize(n + 1);
-  search.need.resize(n + 1);
-  search.canStart.resize(n + 1);
-  for (size_t i = 0; i <= n; ++i) {
-    search.key[i] = prefix[i] - problem.cutCost[i];
-    search.need[i] = prefix[i] + problem.cutCost[i];
-    search.canStart[i] =
-        i == 0 || problem.cutAllowed.empty() || problem.cutAllowed[i];
-  }
-  search.firstStart = &first;
-  search.capped = problem.memoryCap > 0;
-  auto bottleneck = [&](const std::vector<size_t> &starts) {
-    int64_t worst = 0;
-    for (size_t k = 0; k < stages; ++k)
-      worst = std::max(worst, stageCost(problem, starts[k],
-                                        k + 1 < stages ? starts[k + 1] : n));
-    return worst;
-  };
+  Search search = makeSearch(problem, prefix, first);
   // The optimum is usually just above the lower bound: the search gallops
   // up from it until a bound succeeds (each failure also jumps to the next
   // bound that could), then bisects between the two ends. The answer is the
@@ -241,7 +274,7 @@ Partition pippy::partitionOptimal(const PartitionProblem &problem,
   while (true) {
     std::vector<size_t> starts = tryPartition(search, stages, probe, nextLimit);
     if (!starts.empty()) {
-      hi = bottleneck(starts);
+      hi = bottleneck(problem, starts, stages);
       best = std::move(starts);
       bestLimit = probe;
     } else if (best.empty() && (probe >= most || nextLimit > most)) {
@@ -262,7 +295,7 @@ Partition pippy::partitionOptimal(const PartitionProblem &problem,
     best = tryPartition(search, stages, hi, nextLimit);
   Partition result;
   result.starts = best;
-  result.bottleneck = bottleneck(best);
+  result.bottleneck = bottleneck(problem, best, stages);
   return result;
 }
 

@@ -1,34 +1,32 @@
-//===- Safetensors.cpp - safetensors reading and writing ------------------===//
+//===- Safetensors.cpp - safetensors reading ------------------------------===//
 //
 // The reader checks the header in three steps. A raw scan first bounds the
-// JSON nesting depth, because llvm::json::parse recurses once per level and a
-// header of a few megabytes of '[' would otherwise overflow the stack. Then
-// llvm::json::parse checks the syntax. A second raw scan of the now valid JSON
-// recovers what llvm::json::Object forgets: the order of the tensors in the
-// header and duplicate keys (which llvm::json silently resolves to the last
-// value). Only then is the schema checked, tensor by tensor, with uint64
-// arithmetic that cannot overflow.
+// JSON nesting depth, so that no later step can be driven arbitrarily deep by
+// a header of a few megabytes of '['. Then nlohmann-json's SAX parser checks
+// the syntax while a handler here builds an nlohmann::ordered_json (which
+// keeps the order of the tensors in the header) and notes the first key
+// repeated within one object at any depth (which a DOM parse would silently
+// resolve to the last value). Only then is the schema checked, tensor by
+// tensor (SafetensorsSchema.cpp), with uint64 arithmetic that cannot
+// overflow.
+//
+// The SAX interface reports a syntax error to the handler instead of
+// throwing, so no exception is involved.
 //
 //===----------------------------------------------------------------------===//
 
-#include "pippy/Support/Safetensors.h"
+#include "SafetensorsImpl.h"
 
-#include "llvm/ADT/STLExtras.h"
-#include "llvm/ADT/SmallString.h"
-#include "llvm/ADT/StringSet.h"
-#include "llvm/ADT/Twine.h"
-#include "llvm/Support/Endian.h"
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/JSON.h"
-#include "llvm/Support/Path.h"
-#include "llvm/Support/raw_ostream.h"
+#include "pippy/Support/AtomicFile.h"
 
 #include <algorithm>
 #include <cassert>
-#include <limits>
+#include <cerrno>
+#include <cstring>
+#include <unordered_set>
 
-using namespace llvm;
 using namespace pippy::safetensors;
+using namespace pippy::safetensors::detail;
 
 namespace {
 
@@ -38,115 +36,12 @@ constexpr uint64_t kMaxHeaderSize = 100 * 1024 * 1024;
 /// (header object, tensor object, shape array); the slack gives a schema error
 /// rather than a depth error for slightly wrong headers.
 constexpr unsigned kMaxHeaderDepth = 64;
-constexpr StringLiteral kMetadataKey = "__metadata__";
-constexpr uint64_t kMaxElements =
-    static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
-
-struct DTypeDesc {
-  DType dtype;
-  StringLiteral name;
-  size_t size;
-};
-
-constexpr DTypeDesc kDTypes[] = {
-    {DType::BOOL, "BOOL", 1},       {DType::U8, "U8", 1},
-    {DType::I8, "I8", 1},           {DType::I16, "I16", 2},
-    {DType::I32, "I32", 4},         {DType::I64, "I64", 8},
-    {DType::F16, "F16", 2},         {DType::BF16, "BF16", 2},
-    {DType::F32, "F32", 4},         {DType::F64, "F64", 8},
-    {DType::F8_E4M3, "F8_E4M3", 1}, {DType::F8_E5M2, "F8_E5M2", 1},
-};
-
-const DTypeDesc &describe(DType dtype) {
-  for (const DTypeDesc &desc : kDTypes)
-    if (desc.dtype == dtype)
-      return desc;
-  llvm_unreachable("unknown safetensors dtype");
-}
-
-/// `text` in single quotes with non-printable characters escaped, so that a
-/// message stays on one line whatever the tensor is called.
-std::string quoted(StringRef text) {
-  std::string result;
-  raw_string_ostream os(result);
-  os << '\'';
-  os.write_escaped(text);
-  os << '\'';
-  return result;
-}
-
-std::string formatShape(ArrayRef<int64_t> shape) {
-  std::string result;
-  raw_string_ostream os(result);
-  os << '[';
-  interleaveComma(shape, os);
-  os << ']';
-  return result;
-}
-
-std::string formatShape(const json::Array &shape) {
-  std::string result;
-  raw_string_ostream os(result);
-  os << json::Value(json::Array(shape));
-  return result;
-}
-
-StringRef kindName(const json::Value &value) {
-  switch (value.kind()) {
-  case json::Value::Null:
-    return "null";
-  case json::Value::Boolean:
-    return "a boolean";
-  case json::Value::Number:
-    return "a number";
-  case json::Value::String:
-    return "a string";
-  case json::Value::Array:
-    return "an array";
-  case json::Value::Object:
-    return "an object";
-  }
-  llvm_unreachable("unknown JSON kind");
-}
-
-/// Multiplies the dimensions in uint64, failing when a partial product
-/// exceeds INT64_MAX (so numElements() cannot overflow either).
-std::optional<uint64_t> checkedElementCount(ArrayRef<int64_t> shape) {
-  uint64_t count = 1;
-  for (int64_t dim : shape) {
-    if (dim < 0)
-      return std::nullopt;
-    uint64_t udim = static_cast<uint64_t>(dim);
-    if (udim != 0 && count > kMaxElements / udim)
-      return std::nullopt;
-    count *= udim;
-  }
-  return count;
-}
-
-/// Bytes needed by `count` elements of `dtype`, or none on overflow.
-std::optional<uint64_t> checkedByteCount(uint64_t count, DType dtype) {
-  uint64_t size = dtypeSize(dtype);
-  if (count > std::numeric_limits<uint64_t>::max() / size)
-    return std::nullopt;
-  return count * size;
-}
-
-/// Reports errors as "<name>: <message>".
-class Diagnoser {
-public:
-  explicit Diagnoser(StringRef name) : name(name) {}
-  Error operator()(const Twine &message) const {
-    return createStringError(name + ": " + message);
-  }
-
-private:
-  StringRef name;
-};
+/// The most bytes of the offending token a JSON syntax error quotes.
+constexpr size_t kMaxQuotedToken = 64;
 
 /// Returns the deepest nesting of arrays and objects in `text`, stopping early
 /// once it exceeds `limit`. Works on any bytes, valid JSON or not.
-unsigned nestingDepth(StringRef text, unsigned limit) {
+unsigned nestingDepth(std::string_view text, unsigned limit) {
   unsigned depth = 0, deepest = 0;
   bool inString = false;
   for (size_t i = 0, e = text.size(); i < e; ++i) {
@@ -171,453 +66,247 @@ unsigned nestingDepth(StringRef text, unsigned limit) {
   return deepest;
 }
 
-/// The keys of the top-level object of `text`, which must be valid JSON whose
-/// nesting is bounded, in their order of appearance. Fails on a key repeated
-/// within one object at any depth.
-Expected<std::vector<std::string>> scanKeys(StringRef text,
-                                            const Diagnoser &diag) {
-  struct Level {
-    bool isObject;
-    bool expectingKey;
-    StringSet<> keys;
-  };
-  SmallVector<Level, 4> stack;
-  std::vector<std::string> topKeys;
-  for (size_t i = 0, e = text.size(); i < e; ++i) {
-    char c = text[i];
-    if (c == '{' || c == '[') {
-      stack.push_back({c == '{', c == '{', {}});
-      continue;
-    }
-    if (c == '}' || c == ']') {
-      if (!stack.empty())
-        stack.pop_back();
-      continue;
-    }
-    if (c == ',') {
-      if (!stack.empty() && stack.back().isObject)
-        stack.back().expectingKey = true;
-      continue;
-    }
-    if (c != '"')
-      continue;
-    size_t start = i;
-    for (++i; i < e && text[i] != '"'; ++i)
-      if (text[i] == '\\')
-        ++i;
-    if (stack.empty() || !stack.back().isObject || !stack.back().expectingKey)
-      continue;
-    stack.back().expectingKey = false;
-    // The token is a valid JSON string; let the JSON parser decode escapes so
-    // that "a" and "\u0061" are the same key.
-    std::string key;
-    if (Expected<json::Value> token =
-            json::parse(text.slice(start, std::min(i + 1, e)))) {
-      if (std::optional<StringRef> str = token->getAsString())
-        key = str->str();
-    } else {
-      consumeError(token.takeError());
-    }
-    if (!stack.back().keys.insert(key).second)
-      return diag("header has duplicate key " + quoted(key));
-    if (stack.size() == 1)
-      topKeys.push_back(std::move(key));
+/// The detail of an nlohmann-json syntax error: without the
+/// "[json.exception.parse_error.101] " prefix, a long offending token cut
+/// short, and bytes outside ASCII escaped, so that it is one short line.
+std::string jsonErrorDetail(std::string_view what, std::string_view token) {
+  if (!what.empty() && what.front() == '[') {
+    size_t close = what.find("] ");
+    if (close != std::string_view::npos)
+      what.remove_prefix(close + 2);
   }
-  return topKeys;
+  std::string detail(what);
+  if (token.size() > kMaxQuotedToken) {
+    size_t at = detail.find(token);
+    if (at != std::string::npos)
+      detail.replace(at, token.size(),
+                     std::string(token.substr(0, kMaxQuotedToken)) + "...");
+  }
+  std::string result;
+  for (char ch : detail) {
+    unsigned char c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c >= 0x7f)
+      appendOctal(result, c);
+    else
+      result += ch;
+  }
+  return result;
 }
 
-Expected<std::map<std::string, std::string>>
-parseMetadata(const json::Value &value, const Diagnoser &diag) {
-  const json::Object *object = value.getAsObject();
-  if (!object)
-    return diag("\"__metadata__\" is " + kindName(value) +
-                ", expected an object of strings");
-  std::map<std::string, std::string> metadata;
-  for (const auto &[key, entry] : *object) {
-    std::optional<StringRef> str = entry.getAsString();
-    if (!str)
-      return diag("\"__metadata__\" value of " + quoted(key) + " is " +
-                  kindName(entry) + ", expected a string");
-    metadata.emplace(key.str(), str->str());
-  }
-  return metadata;
+/// The start of a syntax error message on the byte at `offset`, in the style
+/// of nlohmann-json's ("parse error at line 1, column 3: ").
+std::string syntaxErrorAt(std::string_view text, size_t offset) {
+  size_t line = 1, lineStart = 0;
+  for (size_t i = 0; i < offset; ++i)
+    if (text[i] == '\n') {
+      ++line;
+      lineStart = i + 1;
+    }
+  return "parse error at line " + std::to_string(line) + ", column " +
+         std::to_string(offset - lineStart + 1) + ": ";
 }
 
-/// Checks one header entry against the schema and the data section size.
-Expected<TensorInfo> parseTensor(StringRef name, const json::Value &value,
-                                 uint64_t dataSize, const Diagnoser &diag) {
-  std::string tensor = "tensor " + quoted(name);
-  const json::Object *object = value.getAsObject();
-  if (!object)
-    return diag(tensor + " is " + kindName(value) + ", expected an object");
+/// Builds the header's value from nlohmann-json's SAX events, noting the
+/// first key repeated within one object and the syntax error, if any.
+class HeaderBuilder {
+public:
+  using number_integer_t = Json::number_integer_t;
+  using number_unsigned_t = Json::number_unsigned_t;
+  using number_float_t = Json::number_float_t;
+  using string_t = Json::string_t;
+  using binary_t = Json::binary_t;
 
-  // Sorted so that the reported key does not depend on hash order.
-  SmallVector<StringRef> keys;
-  for (const auto &entry : *object)
-    keys.push_back(entry.first);
-  llvm::sort(keys);
-  for (StringRef key : keys)
-    if (key != "dtype" && key != "shape" && key != "data_offsets")
-      return diag(tensor + " has unknown key " + quoted(key) +
-                  " (expected only dtype, shape and data_offsets)");
-  for (StringRef key : {"dtype", "shape", "data_offsets"})
-    if (!object->get(key))
-      return diag(tensor + " lacks \"" + key + "\"");
+  Json root;
+  /// The first key repeated within an object, in text order.
+  std::optional<std::string> duplicate;
+  /// The syntax error, set when parsing fails.
+  std::string error;
 
-  TensorInfo info;
-  info.name = name.str();
-
-  const json::Value &dtypeValue = *object->get("dtype");
-  std::optional<StringRef> dtypeStr = dtypeValue.getAsString();
-  if (!dtypeStr)
-    return diag(tensor + " dtype is " + kindName(dtypeValue) +
-                ", expected a string");
-  std::optional<DType> dtype = parseDType(*dtypeStr);
-  if (!dtype)
-    return diag(tensor + " has unknown dtype " + quoted(*dtypeStr));
-  info.dtype = *dtype;
-
-  const json::Value &shapeValue = *object->get("shape");
-  const json::Array *shape = shapeValue.getAsArray();
-  if (!shape)
-    return diag(tensor + " shape is " + kindName(shapeValue) +
-                ", expected an array of non-negative integers");
-  for (auto [index, dim] : enumerate(*shape)) {
-    // getAsUINT64 rejects fractions, exponents and negative numbers.
-    std::optional<uint64_t> udim = dim.getAsUINT64();
-    if (!udim || *udim > kMaxElements)
-      return diag(tensor + " shape " + formatShape(*shape) + " dimension " +
-                  Twine(index) + " is not a non-negative integer");
-    info.shape.push_back(static_cast<int64_t>(*udim));
+  bool null() { return add(nullptr); }
+  bool boolean(bool value) { return add(value); }
+  bool number_integer(number_integer_t value) { return add(value); }
+  bool number_unsigned(number_unsigned_t value) { return add(value); }
+  bool number_float(number_float_t value, const string_t &) {
+    return add(value);
   }
-  std::optional<uint64_t> count = checkedElementCount(info.shape);
-  std::optional<uint64_t> needed =
-      count ? checkedByteCount(*count, info.dtype) : std::nullopt;
-  if (!needed)
-    return diag(tensor + " shape " + formatShape(info.shape) +
-                " has too many elements (the count overflows)");
+  bool string(string_t &value) { return add(std::move(value)); }
+  bool binary(binary_t &) { return add(nullptr); } // not in JSON text
 
-  const json::Value &offsetsValue = *object->get("data_offsets");
-  const json::Array *offsets = offsetsValue.getAsArray();
-  if (!offsets)
-    return diag(tensor + " data_offsets is " + kindName(offsetsValue) +
-                ", expected an array of two non-negative integers");
-  if (offsets->size() != 2)
-    return diag(tensor + " data_offsets has " + Twine(offsets->size()) +
-                " elements, expected 2");
-  std::optional<uint64_t> begin = (*offsets)[0].getAsUINT64();
-  std::optional<uint64_t> end = (*offsets)[1].getAsUINT64();
-  if (!begin || !end)
-    return diag(tensor + " data_offsets " + formatShape(*offsets) +
-                " are not two non-negative integers");
-  if (*begin > *end)
-    return diag(tensor + " data_offsets [" + Twine(*begin) + ", " +
-                Twine(*end) + "] begin after their end");
-  if (*end > dataSize)
-    return diag(tensor + " data_offsets [" + Twine(*begin) + ", " +
-                Twine(*end) + "] end beyond the " + Twine(dataSize) +
-                "-byte data section");
-  info.begin = *begin;
-  info.end = *end;
-
-  uint64_t bytes = *end - *begin;
-  if (bytes != *needed)
-    return diag(tensor + " has " + Twine(bytes) + " bytes but shape " +
-                formatShape(info.shape) + " of " + dtypeName(info.dtype) +
-                " needs " + Twine(*needed));
-  return info;
-}
-
-/// Checks that the byte ranges, sorted by begin, tile [0, dataSize) exactly.
-Error checkCoverage(ArrayRef<TensorInfo> tensors, uint64_t dataSize,
-                    const Diagnoser &diag) {
-  std::vector<const TensorInfo *> sorted;
-  sorted.reserve(tensors.size());
-  for (const TensorInfo &info : tensors)
-    sorted.push_back(&info);
-  llvm::sort(sorted, [](const TensorInfo *a, const TensorInfo *b) {
-    return std::tie(a->begin, a->end, a->name) <
-           std::tie(b->begin, b->end, b->name);
-  });
-  uint64_t covered = 0;
-  const TensorInfo *previous = nullptr;
-  for (const TensorInfo *info : sorted) {
-    auto range = [](const TensorInfo *t) {
-      return quoted(t->name) + " [" + std::to_string(t->begin) + ", " +
-             std::to_string(t->end) + ")";
-    };
-    if (info->begin < covered)
-      return diag("tensors " + range(previous) + " and " + range(info) +
-                  " overlap");
-    if (info->begin > covered)
-      return diag("data section has a hole of " + Twine(info->begin - covered) +
-                  " bytes at [" + Twine(covered) + ", " + Twine(info->begin) +
-                  ") before tensor " + quoted(info->name));
-    covered = info->end;
-    previous = info;
+  bool start_object(size_t) {
+    open.push_back(place(Json::object()));
+    keySets.emplace_back();
+    return true;
   }
-  if (covered != dataSize)
-    return diag("data section has " + Twine(dataSize - covered) +
-                " trailing bytes at [" + Twine(covered) + ", " +
-                Twine(dataSize) + ") not covered by any tensor");
-  return Error::success();
+  bool key(string_t &name) {
+    if (!duplicate && !keySets.back().insert(name).second)
+      duplicate = name;
+    pendingKey = std::move(name);
+    return true;
+  }
+  bool end_object() {
+    open.pop_back();
+    keySets.pop_back();
+    return true;
+  }
+  bool start_array(size_t) {
+    open.push_back(place(Json::array()));
+    return true;
+  }
+  bool end_array() {
+    open.pop_back();
+    return true;
+  }
+
+  bool parse_error(size_t, const std::string &token,
+                   const nlohmann::json::exception &ex) {
+    error = jsonErrorDetail(ex.what(), token);
+    return false;
+  }
+
+private:
+  /// The containers being filled, innermost last (null once values are no
+  /// longer kept). Only the innermost one grows, so the pointers to the
+  /// others stay valid.
+  std::vector<Json *> open;
+  /// The keys seen in each open object, innermost last.
+  std::vector<std::unordered_set<std::string>> keySets;
+  std::string pendingKey;
+
+  /// Stores `value` in the innermost container (under the pending key in an
+  /// object), or as the root. Once a key is repeated the header is an error
+  /// whatever follows, and the values are only checked, no longer kept: so
+  /// each key is new where it is stored, and is appended without a search
+  /// (a search of an ordered_json object is linear).
+  Json *place(Json &&value) {
+    if (open.empty()) {
+      root = std::move(value);
+      return &root;
+    }
+    Json *parent = open.back();
+    if (duplicate || !parent)
+      return nullptr;
+    if (parent->is_array()) {
+      parent->push_back(std::move(value));
+      return &parent->back();
+    }
+    Json::object_t &object = parent->get_ref<Json::object_t &>();
+    object.emplace_back(std::move(pendingKey), std::move(value));
+    return &object.back().second;
+  }
+  template <typename T> bool add(T &&value) {
+    place(Json(std::forward<T>(value)));
+    return true;
+  }
+};
+
+/// Reads all of `path`; an error message (strerror's text) or empty.
+std::string readWholeFile(const std::string &path, std::string &bytes) {
+  pippy::ReadError error = pippy::readFileBytes(path, bytes);
+  return error.code ? std::strerror(error.code) : "";
 }
 
 } // namespace
-
-StringRef pippy::safetensors::dtypeName(DType dtype) {
-  return describe(dtype).name;
-}
-
-std::optional<DType> pippy::safetensors::parseDType(StringRef name) {
-  for (const DTypeDesc &desc : kDTypes)
-    if (desc.name == name)
-      return desc.dtype;
-  return std::nullopt;
-}
-
-size_t pippy::safetensors::dtypeSize(DType dtype) {
-  return describe(dtype).size;
-}
-
-int64_t TensorInfo::numElements() const {
-  // Unsigned arithmetic: wraps instead of undefined behavior for shapes that
-  // were never validated.
-  uint64_t count = 1;
-  for (int64_t dim : shape)
-    count *= static_cast<uint64_t>(dim);
-  return static_cast<int64_t>(count);
-}
 
 //===----------------------------------------------------------------------===//
 // File
 //===----------------------------------------------------------------------===//
 
-Expected<File> File::open(StringRef path) {
-  ErrorOr<std::unique_ptr<MemoryBuffer>> buffer =
-      MemoryBuffer::getFile(path, /*IsText=*/false,
-                            /*RequiresNullTerminator=*/false);
-  if (!buffer)
-    return createStringError(path +
-                             ": cannot read: " + buffer.getError().message());
-  return parse(std::move(*buffer), path);
+std::optional<File> File::open(const std::string &path, std::string &error) {
+  std::string bytes;
+  if (std::string message = readWholeFile(path, bytes); !message.empty()) {
+    error = path + ": cannot read: " + message;
+    return std::nullopt;
+  }
+  return parse(std::move(bytes), path, error);
 }
 
-Expected<File> File::parse(std::unique_ptr<MemoryBuffer> buffer,
-                           StringRef name) {
-  Diagnoser diag(name);
-  if (!buffer)
-    return diag("no buffer to parse");
-  StringRef bytes = buffer->getBuffer();
+std::optional<File> File::parse(std::string bytes, const std::string &name,
+                                std::string &error) {
+  auto fail = [&](const std::string &message) -> std::optional<File> {
+    error = name + ": " + message;
+    return std::nullopt;
+  };
   uint64_t fileSize = bytes.size();
   if (fileSize < 8)
-    return diag("file has " + Twine(fileSize) +
+    return fail("file has " + std::to_string(fileSize) +
                 " bytes, fewer than the 8-byte header length");
-  uint64_t headerSize = support::endian::read64le(bytes.data());
+  uint64_t headerSize = 0;
+  for (int i = 7; i >= 0; --i)
+    headerSize = headerSize << 8 | static_cast<unsigned char>(bytes[i]);
   if (headerSize > kMaxHeaderSize)
-    return diag("header length " + Twine(headerSize) +
-                " is larger than the limit of " + Twine(kMaxHeaderSize) +
-                " bytes");
+    return fail("header length " + std::to_string(headerSize) +
+                " is larger than the limit of " +
+                std::to_string(kMaxHeaderSize) + " bytes");
   if (headerSize > fileSize - 8)
-    return diag("header length " + Twine(headerSize) + " is larger than the " +
-                Twine(fileSize - 8) + " bytes after the length");
-  StringRef header = bytes.substr(8, headerSize);
+    return fail("header length " + std::to_string(headerSize) +
+                " is larger than the " + std::to_string(fileSize - 8) +
+                " bytes after the length");
+  std::string_view header = std::string_view(bytes).substr(8, headerSize);
   uint64_t dataSize = fileSize - 8 - headerSize;
 
   unsigned depth = nestingDepth(header, kMaxHeaderDepth);
   if (depth > kMaxHeaderDepth)
-    return diag("header nests JSON deeper than " + Twine(kMaxHeaderDepth) +
-                " levels");
-  Expected<json::Value> root = json::parse(header);
-  if (!root)
-    return diag("header is not valid JSON: " + toString(root.takeError()));
-  const json::Object *object = root->getAsObject();
-  if (!object)
-    return diag("header is " + kindName(*root) + ", expected a JSON object");
-  Expected<std::vector<std::string>> keys = scanKeys(header, diag);
-  if (!keys)
-    return keys.takeError();
+    return fail("header nests JSON deeper than " +
+                std::to_string(kMaxHeaderDepth) + " levels");
+  // nlohmann-json skips a leading byte order mark and takes a NUL byte for
+  // the end of the input; neither is JSON.
+  if (header.substr(0, 3) == "\xef\xbb\xbf")
+    return fail("header is not valid JSON: " + syntaxErrorAt(header, 0) +
+                "syntax error - unexpected byte order mark");
+  HeaderBuilder builder;
+  if (!Json::sax_parse(header, &builder))
+    return fail("header is not valid JSON: " + builder.error);
+  if (size_t nul = header.find('\0'); nul != std::string_view::npos)
+    return fail("header is not valid JSON: " + syntaxErrorAt(header, nul) +
+                "syntax error - unexpected NUL byte; expected end of "
+                "input");
+  const Json &root = builder.root;
+  if (!root.is_object())
+    return fail(std::string("header is ") + kindName(root) +
+                ", expected a JSON object");
+  if (builder.duplicate)
+    return fail("header has duplicate key " + singleQuoted(*builder.duplicate));
 
   File file;
-  for (const std::string &key : *keys) {
-    const json::Value *value = object->get(key);
-    assert(value && "scanned key missing from the parsed object");
-    if (!value)
-      return diag("header key " + quoted(key) + " was not parsed");
+  std::string message;
+  for (const auto &[key, value] : root.get_ref<const Json::object_t &>()) {
     if (key == kMetadataKey) {
-      Expected<std::map<std::string, std::string>> metadata =
-          parseMetadata(*value, diag);
+      std::optional<std::map<std::string, std::string>> metadata =
+          parseMetadata(value, message);
       if (!metadata)
-        return metadata.takeError();
+        return fail(message);
       file.metadataMap = std::move(*metadata);
       continue;
     }
-    Expected<TensorInfo> info = parseTensor(key, *value, dataSize, diag);
+    std::optional<TensorInfo> info = parseTensor(key, value, dataSize, message);
     if (!info)
-      return info.takeError();
+      return fail(message);
     file.tensorList.push_back(std::move(*info));
   }
-  if (keys->size() != object->size())
-    return diag("header has " + Twine(object->size()) + " keys but " +
-                Twine(keys->size()) + " were found");
-  if (Error err = checkCoverage(file.tensorList, dataSize, diag))
-    return std::move(err);
+  message = checkCoverage(file.tensorList, dataSize);
+  if (!message.empty())
+    return fail(message);
 
-  file.buffer = std::move(buffer);
+  file.bytes = std::move(bytes);
   file.dataStart = 8 + headerSize;
   return file;
 }
 
-const TensorInfo *File::find(StringRef name) const {
+const TensorInfo *File::find(std::string_view name) const {
   for (const TensorInfo &info : tensorList)
     if (info.name == name)
       return &info;
   return nullptr;
 }
 
-ArrayRef<uint8_t> File::data(const TensorInfo &tensor) const {
-  if (!buffer)
+std::string_view File::data(const TensorInfo &tensor) const {
+  if (bytes.size() < dataStart)
     return {};
-  uint64_t dataSize = buffer->getBufferSize() - dataStart;
+  uint64_t dataSize = bytes.size() - dataStart;
   assert(tensor.begin <= tensor.end && tensor.end <= dataSize &&
          "tensor is not of this file");
   if (tensor.begin > tensor.end || tensor.end > dataSize)
     return {};
-  const auto *start =
-      reinterpret_cast<const uint8_t *>(buffer->getBufferStart()) + dataStart;
-  return ArrayRef(start + tensor.begin, tensor.end - tensor.begin);
-}
-
-//===----------------------------------------------------------------------===//
-// Writer
-//===----------------------------------------------------------------------===//
-
-Error Writer::add(StringRef name, DType dtype, ArrayRef<int64_t> shape,
-                  ArrayRef<uint8_t> bytes) {
-  std::string tensor = "tensor " + quoted(name);
-  if (name == kMetadataKey)
-    return createStringError("cannot add tensor " + quoted(name) +
-                             ": the name is reserved for metadata");
-  if (!json::isUTF8(name))
-    return createStringError("cannot add tensor " + quoted(name) +
-                             ": the name is not valid UTF-8");
-  if (any_of(entries, [&](const Entry &entry) { return entry.name == name; }))
-    return createStringError("cannot add tensor " + quoted(name) +
-                             ": a tensor of that name was already added");
-  for (auto [index, dim] : enumerate(shape))
-    if (dim < 0)
-      return createStringError(tensor + " shape " + formatShape(shape) +
-                               " dimension " + Twine(index) + " is negative");
-  std::optional<uint64_t> count = checkedElementCount(shape);
-  std::optional<uint64_t> needed =
-      count ? checkedByteCount(*count, dtype) : std::nullopt;
-  if (!needed)
-    return createStringError(tensor + " shape " + formatShape(shape) +
-                             " has too many elements (the count overflows)");
-  if (bytes.size() != *needed)
-    return createStringError(tensor + " has " + Twine(bytes.size()) +
-                             " bytes but shape " + formatShape(shape) + " of " +
-                             dtypeName(dtype) + " needs " + Twine(*needed));
-  entries.push_back({name.str(), dtype, shape.vec(), bytes.vec()});
-  return Error::success();
-}
-
-void Writer::setMetadata(StringRef key, StringRef value) {
-  // The header is JSON, which holds only UTF-8; invalid sequences become
-  // U+FFFD here rather than in the middle of serialize().
-  auto utf8 = [](StringRef text) {
-    return json::isUTF8(text) ? text.str() : json::fixUTF8(text);
-  };
-  metadataMap[utf8(key)] = utf8(value);
-}
-
-namespace {
-
-/// The 8-byte length and the JSON header of a file holding `tensors` laid out
-/// in order, padded with spaces so that the data section starts at a multiple
-/// of 8. The header lists the tensors in the same order (json::OStream keeps
-/// the order of the calls, unlike printing a json::Object).
-template <typename EntryT>
-std::string buildHeader(ArrayRef<EntryT> tensors,
-                        const std::map<std::string, std::string> &metadata) {
-  std::string json;
-  raw_string_ostream os(json);
-  json::OStream out(os);
-  out.object([&] {
-    uint64_t offset = 0;
-    for (const EntryT &entry : tensors) {
-      uint64_t end = offset + entry.bytes.size();
-      out.attributeObject(entry.name, [&] {
-        out.attribute("dtype", dtypeName(entry.dtype));
-        out.attributeArray("shape", [&] {
-          for (int64_t dim : entry.shape)
-            out.value(dim);
-        });
-        out.attributeArray("data_offsets", [&] {
-          out.value(offset);
-          out.value(end);
-        });
-      });
-      offset = end;
-    }
-    if (metadata.empty())
-      return;
-    out.attributeObject(kMetadataKey, [&] {
-      for (const auto &[key, value] : metadata)
-        out.attribute(key, value);
-    });
-  });
-  json.append((8 - json.size() % 8) % 8, ' ');
-  std::string result(8, '\0');
-  support::endian::write64le(result.data(), json.size());
-  result += json;
-  return result;
-}
-
-} // namespace
-
-std::string Writer::serialize() const {
-  std::string result = buildHeader(ArrayRef(entries), metadataMap);
-  for (const Entry &entry : entries)
-    result.append(reinterpret_cast<const char *>(entry.bytes.data()),
-                  entry.bytes.size());
-  return result;
-}
-
-Error Writer::write(StringRef path) const {
-  StringRef dir = sys::path::parent_path(path);
-  SmallString<256> model(dir.empty() ? StringRef(".") : dir);
-  sys::path::append(model, sys::path::filename(path) + ".tmp-%%%%%%%%");
-  int fd = -1;
-  SmallString<256> tempPath;
-  if (std::error_code ec = sys::fs::createUniqueFile(model, fd, tempPath))
-    return createStringError(path +
-                             ": cannot create a temporary file beside "
-                             "it: " +
-                             ec.message());
-
-  std::error_code writeError;
-  {
-    raw_fd_ostream os(fd, /*shouldClose=*/true);
-    os << buildHeader(ArrayRef(entries), metadataMap);
-    for (const Entry &entry : entries)
-      os.write(reinterpret_cast<const char *>(entry.bytes.data()),
-               entry.bytes.size());
-    os.close();
-    if (os.has_error()) {
-      writeError = os.error();
-      os.clear_error();
-    }
-  }
-  if (writeError) {
-    sys::fs::remove(tempPath);
-    return createStringError(path + ": cannot write " + quoted(tempPath) +
-                             ": " + writeError.message());
-  }
-  if (std::error_code ec = sys::fs::rename(tempPath, path)) {
-    sys::fs::remove(tempPath);
-    return createStringError(path + ": cannot rename " + quoted(tempPath) +
-                             " to it: " + ec.message());
-  }
-  return Error::success();
+  return std::string_view(bytes).substr(dataStart + tensor.begin,
+                                        tensor.end - tensor.begin);
 }

@@ -98,6 +98,12 @@ Handle::~Handle() {
     cudaEventDestroy(event);
 }
 
+bool Handle::isCompleted() {
+  if (!event)
+    return !inGroup;
+  return cudaEventQuery(event) != cudaErrorNotReady;
+}
+
 void Handle::wait() {
   if (inGroup)
     throw NcclError(what + ": issued inside a group; wait on the handle that "

@@ -76,6 +76,9 @@ public:
   /// without sleeping for the first `spinLimit`, so a short operation's wait
   /// costs no scheduler round trip, then every 50 us.
   void wait();
+  /// Whether the operation is done, without blocking (a failed one counts
+  /// as done: wait() then throws).
+  bool isCompleted();
 
   static constexpr std::chrono::microseconds spinLimit{200};
 

@@ -1,7 +1,8 @@
 //===- ProgramTest.cpp - the stage interpreter ----------------------------===//
 //
-// Compiles small graph-IR functions and checks their results against direct
-// libtorch calls, autograd through them, and load-time errors.
+// Lowers small graph-IR functions to stage executables, loads their
+// programs and checks their results against direct libtorch calls, autograd
+// through them, arguments bound by name, and load-time errors.
 //
 //===----------------------------------------------------------------------===//
 
@@ -9,6 +10,8 @@
 
 #include "pippy/Dialect/Pippy/PippyDialect.h"
 #include "pippy/Dialect/Torch/TorchDialect.h"
+#include "pippy/Executable/Format.h"
+#include "pippy/Executable/Lowering.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -17,6 +20,8 @@
 #include <torch/torch.h>
 
 #include "gtest/gtest.h"
+
+#include <cstring>
 
 namespace {
 
@@ -27,11 +32,18 @@ protected:
                         mlir::pippy::PippyDialect>();
   }
 
+  /// The program of `ir`'s one-rank executable, loaded.
   pippy::Program compile(const std::string &ir) {
     module = mlir::parseSourceString<mlir::ModuleOp>(ir, &context);
     EXPECT_TRUE(module) << ir;
-    return pippy::Program::compile(
-        module->lookupSymbol<mlir::func::FuncOp>("forward"));
+    mlir::FailureOr<std::string> bytes = pippy::exe::lowerForOneRank(*module);
+    if (mlir::failed(bytes))
+      throw pippy::RuntimeError("the lowering failed");
+    return load(*bytes);
+  }
+
+  static pippy::Program load(const std::string &bytes) {
+    return pippy::Program::loadFirstStage(bytes);
   }
 
   std::string compileError(const std::string &ir) {
@@ -382,20 +394,76 @@ func.func @forward(%x: !torch.vtensor<[2],f32>) -> !torch.vtensor<[2],f32> {
   return %0 : !torch.vtensor<[2],f32>
 }
 )mlir");
-  EXPECT_EQ(error, "'torch.aten.frobnicate' at module 'blocks.3.attn': "
-                   "libtorch 1.13 has no operator aten::frobnicate");
+  EXPECT_EQ(error, "stage 0: 'torch.aten.frobnicate' at module "
+                   "'blocks.3.attn': libtorch 1.13.0 has no operator "
+                   "aten::frobnicate");
 }
 
 TEST_F(ProgramTest, ReportsSchemaMismatchesAtLoadTime) {
   std::string error = compileError(R"mlir(
 func.func @forward(%x: !torch.vtensor<[2],f32>) -> !torch.vtensor<[2],f32> {
-  %0 = torch.aten.add.Tensor %x, %x : !torch.vtensor<[2],f32>, !torch.vtensor<[2],f32> -> !torch.vtensor<[2],f32> loc("fc")
+  %int1 = torch.constant.int 1
+  %0 = torch.aten.relu %x, %int1 : !torch.vtensor<[2],f32>, !torch.int -> !torch.vtensor<[2],f32> loc("fc")
   return %0 : !torch.vtensor<[2],f32>
 }
 )mlir");
-  EXPECT_EQ(error, "'torch.aten.add.Tensor' at module 'fc': has 2 operands "
-                   "and 1 results but the schema is aten::add.Tensor(Tensor "
-                   "self, Tensor other, *, Scalar alpha=1) -> Tensor");
+  EXPECT_EQ(error, "stage 0: 'torch.aten.relu' at module 'fc': has 2 operands "
+                   "and 1 results but the schema is aten::relu(Tensor self) "
+                   "-> Tensor");
+}
+
+/// An executable written for a libtorch whose schema had fewer arguments
+/// (here: `aten::sum.dim_IntList` without `keepdim` and `dtype`, and
+/// `aten::add.Tensor` without `alpha`) loads, the running schema's defaults
+/// filling the rest, and computes what the full call computes.
+TEST_F(ProgramTest, OmittedTrailingDefaultsTakeTheRunningSchemasDefaults) {
+  pippy::Program program = compile(R"mlir(
+func.func @forward(%x: !torch.vtensor<[2,3],f32>) -> !torch.vtensor<[2],f32> {
+  %int1 = torch.constant.int 1
+  %dims = torch.prim.ListConstruct %int1 : (!torch.int) -> !torch.list<int>
+  %0 = torch.aten.add.Tensor %x, %x : !torch.vtensor<[2,3],f32>, !torch.vtensor<[2,3],f32> -> !torch.vtensor<[2,3],f32>
+  %1 = torch.aten.sum.dim_IntList %0, %dims : !torch.vtensor<[2,3],f32>, !torch.list<int> -> !torch.vtensor<[2],f32>
+  return %1 : !torch.vtensor<[2],f32>
+}
+)mlir");
+  torch::manual_seed(0);
+  at::Tensor x = torch::randn({2, 3});
+  std::vector<c10::IValue> out = program.run({x}, {});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(at::equal(out[0].toTensor(), at::sum(at::add(x, x), {1})));
+}
+
+/// Arguments are bound by name: an executable whose operands name their
+/// schema arguments in another order (as a libtorch that moved a defaulted
+/// argument would need) binds each where the running schema has it.
+TEST_F(ProgramTest, ArgumentsBindByNameInAnyOrder) {
+  mlir::OwningOpRef<mlir::ModuleOp> ir =
+      mlir::parseSourceString<mlir::ModuleOp>(R"mlir(
+func.func @forward(%x: !torch.vtensor<[2,3],f32>) -> !torch.vtensor<[2,3],f32> {
+  %lo = torch.constant.float -5.000000e-01
+  %hi = torch.constant.float 5.000000e-01
+  %0 = torch.aten.clamp %x, %lo, %hi : !torch.vtensor<[2,3],f32>, !torch.float, !torch.float -> !torch.vtensor<[2,3],f32>
+  return %0 : !torch.vtensor<[2,3],f32>
+}
+)mlir",
+                                              &context);
+  ASSERT_TRUE(ir);
+  mlir::FailureOr<std::string> bytes = pippy::exe::lowerForOneRank(*ir);
+  ASSERT_TRUE(mlir::succeeded(bytes));
+  const pippy::exe::Executable *exe = pippy::exe::GetExecutable(bytes->data());
+  const auto *args = exe->stages()->Get(0)->program()->code()->Get(0)->args();
+  ASSERT_EQ(args->size(), 3u);
+  ASSERT_EQ(args->Get(1)->name()->str(), "min");
+  ASSERT_EQ(args->Get(2)->name()->str(), "max");
+  // Rename the operands in place: the second is now `max`, the third `min`.
+  std::memcpy(const_cast<char *>(args->Get(1)->name()->c_str()), "max", 3);
+  std::memcpy(const_cast<char *>(args->Get(2)->name()->c_str()), "min", 3);
+  pippy::Program program = load(*bytes);
+  torch::manual_seed(0);
+  at::Tensor x = torch::randn({2, 3});
+  std::vector<c10::IValue> out = program.run({x}, {});
+  EXPECT_TRUE(at::equal(out[0].toTensor(), at::clamp(x, 0.5, -0.5)));
+  EXPECT_FALSE(at::equal(out[0].toTensor(), at::clamp(x, -0.5, 0.5)));
 }
 
 TEST_F(ProgramTest, RejectsMissingParametersAndWrongArgumentCounts) {

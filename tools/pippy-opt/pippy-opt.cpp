@@ -8,6 +8,7 @@
 
 #include "pippy/Dialect/Pippy/PippyDialect.h"
 #include "pippy/Dialect/Torch/TorchDialect.h"
+#include "pippy/Executable/Format.h"
 #include "pippy/Passes/Passes.h"
 #include "pippy/Support/Allocator.h"
 
@@ -26,10 +27,13 @@
 #include "mlir/Tools/ParseUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 
+#include <cstring>
 #include <optional>
 
 namespace {
@@ -178,9 +182,63 @@ runPlain(int argc, char **argv, llvm::StringRef inputFile,
   return success();
 }
 
+/// `pippy-opt --print-executable PATH...`: each stage executable (a
+/// `.pipx` file, or every rank's in a folder) as text, for debugging.
+int printExecutables(int argc, char **argv) {
+  if (argc < 3) {
+    llvm::errs() << "usage: pippy-opt --print-executable FILE|DIR...\n";
+    return 1;
+  }
+  for (int i = 2; i < argc; ++i) {
+    std::vector<std::string> files;
+    if (llvm::sys::fs::is_directory(argv[i])) {
+      for (int r = 0;; ++r) {
+        std::string file =
+            std::string(argv[i]) + "/" + pippy::exe::rankFileName(r);
+        if (!llvm::sys::fs::exists(file))
+          break;
+        files.push_back(file);
+      }
+      if (files.empty()) {
+        llvm::errs() << "pippy-opt: error: " << argv[i]
+                     << " holds no rank0.pipx\n";
+        return 1;
+      }
+    } else {
+      files.push_back(argv[i]);
+    }
+    for (const std::string &file : files) {
+      auto buffer =
+          llvm::MemoryBuffer::getFile(file, /*IsText=*/false,
+                                      /*RequiresNullTerminator=*/false);
+      if (!buffer) {
+        llvm::errs() << "pippy-opt: error: cannot open input file '" << file
+                     << "': " << buffer.getError().message() << "\n";
+        return 1;
+      }
+      // FlatBuffers reads aligned scalars: copy into an aligned buffer.
+      std::vector<uint64_t> aligned(((*buffer)->getBufferSize() + 7) / 8);
+      std::memcpy(aligned.data(), (*buffer)->getBufferStart(),
+                  (*buffer)->getBufferSize());
+      std::string error;
+      const pippy::exe::Executable *exe =
+          pippy::exe::verify(reinterpret_cast<const uint8_t *>(aligned.data()),
+                             (*buffer)->getBufferSize(), error);
+      if (!exe) {
+        llvm::errs() << "pippy-opt: error: " << file << ": " << error << "\n";
+        return 1;
+      }
+      llvm::outs() << "// " << file << "\n" << pippy::exe::toText(*exe);
+    }
+  }
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
+  if (argc >= 2 && llvm::StringRef(argv[1]) == "--print-executable")
+    return printExecutables(argc, argv);
   pippy::useLargeAllocatorPages();
   mlir::DialectRegistry registry;
   registry.insert<mlir::func::FuncDialect, mlir::arith::ArithDialect,

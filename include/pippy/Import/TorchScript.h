@@ -6,8 +6,9 @@
 // The parameter values are written to a safetensors file that the module's
 // `pippy.weights` attribute names.
 //
-// This header exposes no libtorch type: the importer's translation unit is
-// the only place where the two worlds meet (libtorch throws, LLVM does not).
+// This header exposes no libtorch type: the importer's translation units
+// (lib/Import/TorchScript*.cpp) are the only place where the two worlds meet
+// (libtorch throws, LLVM does not).
 //
 //===----------------------------------------------------------------------===//
 

@@ -14,14 +14,20 @@
 #ifndef PIPPY_RUNTIME_COMM_H
 #define PIPPY_RUNTIME_COMM_H
 
+#include "pippy/Runtime/Options.h"
 #include "pippy/Runtime/Program.h"
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/intrusive_ptr.h>
 
 #include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
+
+namespace c10d {
+class Store;
+} // namespace c10d
 
 namespace pippy {
 
@@ -34,8 +40,11 @@ struct CommError : RuntimeError {
 class CommHandle {
 public:
   virtual ~CommHandle() = default;
-  /// Blocks until the operation is done, at most the communicator timeout.
+  /// Blocks until the operation is done, at most the communicator timeout;
+  /// throws CommError when it failed. Waiting again returns at once.
   virtual void wait() = 0;
+  /// Whether the operation is done (or failed), without blocking.
+  virtual bool isCompleted() = 0;
 };
 using CommHandlePtr = std::shared_ptr<CommHandle>;
 
@@ -56,6 +65,11 @@ public:
   virtual CommHandlePtr broadcast(const at::Tensor &tensor, int root,
                                   const std::string &what) = 0;
   virtual void barrier(const std::string &what) = 0;
+
+  /// Connects to the ranks this one will send to or receive from, before
+  /// the first step (NCCL's point-to-point communicators); every rank calls
+  /// it once, after creating the communicator.
+  virtual void prepare(const std::vector<int> &peers) {}
 
   /// A communicator over `ranks` (global ranks, ascending), created by every
   /// member with the same `name`; this rank must be a member.
@@ -84,13 +98,29 @@ struct Rendezvous {
 
   /// Reads RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT (or
   /// Slurm's SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID, Open MPI's
-  /// OMPI_COMM_WORLD_*) and pippy's PIPPY_STORE; none when no rank is set.
+  /// OMPI_COMM_WORLD_*) and pippy's PIPPY_STORE; none when no rank is set
+  /// (Environment.cpp, the one reader of these variables).
   static std::optional<Rendezvous> fromEnvironment();
+  /// Whether a launcher set this process's rank (any of the variables
+  /// above), so that pippy-run is that rank instead of spawning ranks.
+  static bool rankIsSet();
 };
+
+/// The store ranks meet through: a FileStore at `storePath`, or a TCPStore
+/// hosted by rank 0. Throws CommError when it cannot be reached.
+c10::intrusive_ptr<c10d::Store> openStore(const Rendezvous &rdzv);
 
 /// The Gloo engine (c10d ProcessGroupGloo). Blocks until every rank joined
 /// or the timeout passed.
 std::unique_ptr<Communicator> createGlooCommunicator(const Rendezvous &rdzv);
+
+/// The engine `backend` names (NCCL where the build has it).
+std::unique_ptr<Communicator> createCommunicator(Backend backend,
+                                                 const Rendezvous &rdzv);
+
+/// A world of one rank: collectives return their input, and there is no
+/// peer to send to.
+std::unique_ptr<Communicator> createLocalCommunicator();
 
 } // namespace pippy
 

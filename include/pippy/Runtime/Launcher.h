@@ -8,8 +8,6 @@
 // ranks can read it, so their errors name the dead rank, and stops whatever
 // is still running after the communicator timeout.
 //
-// No libtorch here: the tool's main calls it before any runtime work.
-//
 //===----------------------------------------------------------------------===//
 
 #ifndef PIPPY_RUNTIME_LAUNCHER_H

@@ -1,10 +1,13 @@
-//===- Program.h - compiled stage programs ----------------------*- C++ -*-===//
+//===- Program.h - the stage interpreter ------------------------*- C++ -*-===//
 //
-// A function of the graph IR compiled once into a flat program: every op
-// resolved to a c10::OperatorHandle through the ATen dispatcher (prim ops
-// through the JIT operator registry), constants pre-converted to IValues,
-// values in numbered slots. Running it is a loop over instructions with no
-// lookups or string work; autograd records the graph when grad mode is on.
+// A program of a stage executable (Executable.fbs), loaded once: every
+// operator resolved by name and overload to a c10::OperatorHandle through
+// the ATen dispatcher (prim ops through the JIT operator registry, newer
+// ones through pippy's ExtraOps), each call's arguments bound to the
+// running schema by name (an argument the executable omits takes the
+// schema's default), constants converted to IValues, values in numbered
+// slots. Running it is a loop over instructions with no lookups or string
+// work; autograd records the graph when grad mode is on.
 //
 // Runtime code: it uses libtorch and may throw `RuntimeError`.
 //
@@ -13,7 +16,7 @@
 #ifndef PIPPY_RUNTIME_PROGRAM_H
 #define PIPPY_RUNTIME_PROGRAM_H
 
-#include "mlir/IR/Types.h"
+#include "pippy/Executable/Executable_generated.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
@@ -26,13 +29,6 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-namespace mlir {
-class Block;
-namespace func {
-class FuncOp;
-} // namespace func
-} // namespace mlir
 
 namespace pippy {
 
@@ -49,12 +45,13 @@ struct TensorSpec {
 
 class Program {
 public:
-  /// Compiles `func`. Unknown ops and operand counts or kinds that do not
-  /// match the schema are errors naming the op and its location.
-  static Program compile(mlir::func::FuncOp func);
-  /// Compiles a block whose arguments are the inputs and whose terminator
-  /// (func.return or pippy.yield) gives the results: a pipeline stage.
-  static Program compile(mlir::Block &body, const std::string &name);
+  /// Loads a verified program (pippy::exe::verify). An operator the
+  /// running libtorch lacks, or arguments that do not bind to its schema,
+  /// are errors naming `stage` ("stage 1"), the op and its location.
+  static Program load(const exe::Program &program, const std::string &stage);
+  /// The program of the first stage of an executable's bytes, verified
+  /// first (tests and benches).
+  static Program loadFirstStage(const std::string &bytes);
 
   /// Runs the program. `params` maps every parameter name to its tensor.
   /// With `capture`, also appends the values of those slots to `captured`.
@@ -95,7 +92,6 @@ public:
   const std::vector<std::pair<std::string, TensorSpec>> &parameters() const {
     return paramSpecs;
   }
-  const std::vector<TensorSpec> &argumentSpecs() const { return argSpecs; }
   size_t numInstructions() const { return code.size(); }
 
 private:
@@ -127,8 +123,9 @@ private:
   std::vector<int> argSlots, resultSlots;
   std::vector<std::pair<int, std::string>> paramSlots;
   std::vector<std::pair<std::string, TensorSpec>> paramSpecs;
-  std::vector<TensorSpec> argSpecs;
   int numSlots = 0;
+
+  friend class ProgramLoader;
 };
 
 /// Takes `param`'s gradient away (zero_grad with set_to_none), keeping the
@@ -168,12 +165,10 @@ private:
   std::vector<std::function<void()>> pending;
 };
 
-/// The libtorch dtype of a torch dialect dtype (f32 -> kFloat, si64 -> kLong).
-at::ScalarType toScalarType(mlir::Type dtype);
-
-/// The sizes and dtype of a `!torch.vtensor` with static sizes and a dtype;
-/// none for any other type.
-std::optional<TensorSpec> getTensorSpec(mlir::Type type);
+/// The sizes and dtype of an executable's tensor spec.
+TensorSpec toTensorSpec(const exe::TensorSpec &spec);
+/// `Float[2, 8]`, as errors print a tensor's type.
+std::string specText(const TensorSpec &spec);
 
 } // namespace pippy
 

@@ -1,58 +1,39 @@
 //===- Run.h - what pippy-run does ------------------------------*- C++ -*-===//
 //
-// The options of `pippy-run` and the entry point that carries them out. This
-// header exposes no libtorch type so that the tool's `main` stays in LLVM's
-// world (no RTTI, no exceptions); runtime errors come back as llvm::Error.
+// pippy-run's whole behaviour behind its `main`: parse the options, lower
+// an IR program to stage executables when the build can (the full build
+// passes a Compiler), spawn local ranks or be one, and run this rank's
+// executable. The runtime-only build passes no Compiler and runs only
+// executables. No LLVM, MLIR or libtorch type appears here.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef PIPPY_RUNTIME_RUN_H
 #define PIPPY_RUNTIME_RUN_H
 
-#include "llvm/Support/Error.h"
+#include "pippy/Runtime/Options.h"
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace pippy {
 
-struct RunOptions {
-  std::string programPath; ///< graph IR (or, later, pipeline IR)
-  int nproc = 1;
-  std::string schedule = "1f1b";
-  int microbatches = 1;
-  int steps = 1;
-  std::string dataPath;
-  std::string loss = "cross_entropy"; ///< cross_entropy | mse | none
-  std::string optimizer = "sgd";      ///< sgd | adamw
-  double lr = 0.01;
-  std::optional<double> momentum, weightDecay, beta1, beta2, eps;
-  std::optional<double> clipGradNorm;
-  std::string weightsPath; ///< overrides the module's pippy.weights
-  std::string metricsPath;
-  std::string saveWeightsPath;
-  std::string saveGradsPath;
-  bool infer = false;
-  std::string outputPath;
-  int threads = 1;
-  double timeoutSeconds = 60; ///< communicator timeout
-  std::string tracePath;      ///< Chrome/Perfetto trace (pipelines)
-  std::string checkpointDir;  ///< checkpoints (pipelines)
-  int checkpointEvery = 0;
-  bool resume = false;
-  std::string scheduleText;      ///< a schedule in text form (overrides kind)
-  bool deferWeightGrads = false; ///< batch linear weight gradients per step
-  /// Leave linear weight gradients to autograd instead of accumulating them
-  /// in place (Program::fuseWeightGradients).
-  bool autogradWeightGrads = false;
-  std::string profilePath; ///< measured per-op times (pipelines)
+/// Lowers IR to stage executables (the full build's lib/Executable).
+class Compiler {
+public:
+  virtual ~Compiler() = default;
+  /// Lowers `options.programPath` for a world of `numRanks` ranks: each
+  /// rank's executable, or none with `error` set to the diagnostics. The
+  /// weights file is recorded relative to `folder` (where the executables
+  /// will be written), or as an absolute path when `folder` is empty.
+  virtual std::optional<std::vector<std::string>>
+  lower(const RunOptions &options, int numRanks, const std::string &folder,
+        std::string &error) = 0;
 };
 
-/// Runs training or inference as `options` say; prints progress lines.
-/// When the environment names a rank of a world larger than one (set by
-/// `pippy-run --nproc`, torchrun, Slurm or mpirun), this process runs that
-/// rank's stage of the pipeline.
-llvm::Error run(const RunOptions &options);
+/// pippy-run's main: the exit code.
+int runMain(int argc, char **argv, Compiler *compiler);
 
 } // namespace pippy
 

@@ -13,21 +13,22 @@
 // overlap and together cover the data section. A corrupt file is an error,
 // never a crash or an out-of-bounds read.
 //
+// No LLVM or libtorch: only the standard library and nlohmann-json (in the
+// implementation), so that the runtime-only build uses it too. Errors are
+// returned as one-line messages (empty for success), never thrown.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef PIPPY_SUPPORT_SAFETENSORS_H
 #define PIPPY_SUPPORT_SAFETENSORS_H
 
-#include "llvm/ADT/ArrayRef.h"
-#include "llvm/ADT/StringRef.h"
-#include "llvm/Support/Error.h"
-#include "llvm/Support/MemoryBuffer.h"
-
+#include <cstddef>
 #include <cstdint>
 #include <map>
-#include <memory>
 #include <optional>
+#include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace pippy::safetensors {
@@ -49,9 +50,9 @@ enum class DType {
 };
 
 /// The header spelling of `dtype` ("F32").
-llvm::StringRef dtypeName(DType dtype);
+std::string_view dtypeName(DType dtype);
 /// Parses a header spelling; none for an unknown dtype.
-std::optional<DType> parseDType(llvm::StringRef name);
+std::optional<DType> parseDType(std::string_view name);
 /// Bytes per element.
 size_t dtypeSize(DType dtype);
 
@@ -70,25 +71,28 @@ struct TensorInfo {
 /// A validated, read-only safetensors file held in memory.
 class File {
 public:
-  /// Reads and validates `path`. Errors name the file and the problem.
-  static llvm::Expected<File> open(llvm::StringRef path);
+  /// Reads and validates `path`; none with `error` set to one line naming
+  /// the file and the problem ("PATH: ...").
+  static std::optional<File> open(const std::string &path, std::string &error);
   /// Validates bytes already in memory; `name` is used in errors.
-  static llvm::Expected<File> parse(std::unique_ptr<llvm::MemoryBuffer> buffer,
-                                    llvm::StringRef name);
+  static std::optional<File> parse(std::string bytes, const std::string &name,
+                                   std::string &error);
 
   /// Tensors in header order.
-  llvm::ArrayRef<TensorInfo> tensors() const { return tensorList; }
+  const std::vector<TensorInfo> &tensors() const { return tensorList; }
   /// The tensor called `name`, or null.
-  const TensorInfo *find(llvm::StringRef name) const;
+  const TensorInfo *find(std::string_view name) const;
   /// The raw little-endian bytes of `tensor` (a tensor of this file).
-  llvm::ArrayRef<uint8_t> data(const TensorInfo &tensor) const;
+  std::string_view data(const TensorInfo &tensor) const;
   /// The "__metadata__" entries.
   const std::map<std::string, std::string> &metadata() const {
     return metadataMap;
   }
 
 private:
-  std::unique_ptr<llvm::MemoryBuffer> buffer;
+  File() = default;
+
+  std::string bytes;
   uint64_t dataStart = 0;
   std::vector<TensorInfo> tensorList;
   std::map<std::string, std::string> metadataMap;
@@ -97,26 +101,30 @@ private:
 /// Builds a safetensors file. Tensors are laid out in the order added.
 class Writer {
 public:
-  /// Adds a tensor; `bytes` must hold exactly shape x dtype-size bytes and
-  /// `name` must be new and not "__metadata__", else an error.
-  llvm::Error add(llvm::StringRef name, DType dtype,
-                  llvm::ArrayRef<int64_t> shape, llvm::ArrayRef<uint8_t> bytes);
-  void setMetadata(llvm::StringRef key, llvm::StringRef value);
+  /// Adds a tensor; returns an error message, or empty. `bytes` must hold
+  /// exactly shape x dtype-size bytes and `name` must be new, valid UTF-8
+  /// and not "__metadata__".
+  std::string add(std::string_view name, DType dtype,
+                  const std::vector<int64_t> &shape, std::string_view bytes);
+  /// Sets a "__metadata__" entry; invalid UTF-8 becomes U+FFFD.
+  void setMetadata(std::string_view key, std::string_view value);
 
   /// The whole file as bytes.
   std::string serialize() const;
-  /// Writes the file atomically: a temporary file beside `path`, then a
-  /// rename, so readers never see a partial file.
-  llvm::Error write(llvm::StringRef path) const;
+  /// Writes the file atomically (pippy::writeFileAtomically), so readers
+  /// never see a partial file. Returns an error message ("PATH: ..."), or
+  /// empty.
+  std::string write(const std::string &path) const;
 
 private:
   struct Entry {
     std::string name;
     DType dtype;
     std::vector<int64_t> shape;
-    std::vector<uint8_t> bytes;
+    std::string bytes;
   };
   std::vector<Entry> entries;
+  std::set<std::string, std::less<>> names;
   std::map<std::string, std::string> metadataMap;
 };
 

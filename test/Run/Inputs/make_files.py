@@ -28,3 +28,10 @@ st.save(f"{out}/data-rows.safetensors",
         {"input": torch.randn(5, 4), "target": torch.zeros(5).long()})
 with open(f"{out}/corrupt.safetensors", "wb") as f:
     f.write(b"\xff\xff\xff\xff\xff\xff\xff\x7f{}")
+
+# A two-stage pipeline (8 -> 32 -> 4) for the stage executable tests.
+st.save(f"{out}/pipe.safetensors",
+        {"0.weight": torch.randn(32, 8) * 0.3, "0.bias": torch.randn(32) * 0.1,
+         "1.weight": torch.randn(4, 32) * 0.3, "1.bias": torch.randn(4) * 0.1})
+st.save(f"{out}/pipe-data.safetensors",
+        {"input": torch.randn(16, 8), "target": torch.randint(0, 4, (16,))})

@@ -1,0 +1,96 @@
+//===- Options.h - pippy-run's command line ---------------------*- C++ -*-===//
+//
+// The options of `pippy-run`, parsed once at the tool's edge into typed
+// values (enums for every choice with a fixed set of values). The
+// runtime-only build and the full build parse them with this one parser, so
+// both accept the same syntax and print the same messages:
+//
+//   pippy-run PROGRAM [--name VALUE | --name=VALUE | --flag]...
+//
+// PROGRAM is a folder of stage executables (or one `.pipx` file), or, in the
+// full build, a graph or pipeline IR that is lowered first.
+//
+// No LLVM, MLIR or libtorch.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PIPPY_RUNTIME_OPTIONS_H
+#define PIPPY_RUNTIME_OPTIONS_H
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pippy {
+
+enum class LossKind { CrossEntropy, Mse, None };
+enum class OptimizerKind { Sgd, AdamW };
+enum class ScheduleKind { GPipe, OneFOneB };
+enum class Backend { Gloo, Nccl };
+
+/// The command-line spelling of each choice ("cross_entropy", "adamw",
+/// "1f1b", "nccl").
+const char *name(LossKind kind);
+const char *name(OptimizerKind kind);
+const char *name(ScheduleKind kind);
+const char *name(Backend backend);
+
+struct RunOptions {
+  std::string programPath; ///< executables, or IR in the full build
+
+  // Baked into executables: when running them, a value given must agree.
+  std::optional<int> nproc;             ///< ranks per node
+  std::optional<ScheduleKind> schedule; ///< default 1f1b
+  std::optional<int> microbatches;      ///< default 1
+  std::optional<bool> deferWeightGrads; ///< split backward
+  std::string scheduleText;             ///< --schedule-file's contents
+  std::string scheduleFile;
+
+  // The lowering only.
+  std::string emitExecutablesDir;
+
+  // The run.
+  int steps = 1;
+  std::string dataPath;
+  LossKind loss = LossKind::CrossEntropy;
+  OptimizerKind optimizer = OptimizerKind::Sgd;
+  double lr = 0.01;
+  std::optional<double> momentum, weightDecay, beta1, beta2, eps;
+  std::optional<double> clipGradNorm;
+  std::string weightsPath; ///< overrides the program's weights file
+  std::string metricsPath;
+  std::string saveWeightsPath;
+  std::string saveGradsPath;
+  bool infer = false;
+  std::string outputPath;
+  int threads = 1;
+  double timeoutSeconds = 60; ///< communicator timeout
+  std::string tracePath;
+  std::string checkpointDir;
+  int checkpointEvery = 0;
+  bool resume = false;
+  /// Leave linear weight gradients to autograd instead of accumulating them
+  /// in place (Program::fuseWeightGradients).
+  bool autogradWeightGrads = false;
+  std::string profilePath;
+  Backend backend = Backend::Gloo;
+
+  // Where ranks run.
+  int nnodes = 1;
+  int nodeRank = 0;
+  std::string masterAddr;
+  int masterPort = 0;
+
+  int microbatchCount() const { return microbatches.value_or(1); }
+  int ranksPerNode() const { return nproc.value_or(1); }
+};
+
+/// Parses `argv` (argv[0] included). On failure, or for --help, returns
+/// none and sets `message` to what to print ("pippy-run: error: ..." or the
+/// help text) and `exitCode` (1, or 0 for --help).
+std::optional<RunOptions> parseRunOptions(const std::vector<std::string> &argv,
+                                          std::string &message, int &exitCode);
+
+} // namespace pippy
+
+#endif // PIPPY_RUNTIME_OPTIONS_H

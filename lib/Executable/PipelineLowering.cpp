@@ -1,0 +1,490 @@
+//===- PipelineLowering.cpp - pipelines to stage executables --------------===//
+//
+// Reads the stage graph of a pipeline (who feeds whom, which inputs and
+// parameters a gradient reaches, the tied groups), builds and checks the
+// schedule, lowers every stage's body to a program, and writes one
+// executable per rank.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pippy/Executable/Lowering.h"
+
+#include "ProgramLowering.h"
+#include "StageGraph.h"
+
+#include "pippy/Analysis/GraphIR.h"
+#include "pippy/Dialect/Pippy/PippyDialect.h"
+#include "pippy/Dialect/Torch/TorchDialect.h"
+#include "pippy/Executable/Format.h"
+#include "pippy/Schedule/Schedule.h"
+#include "pippy/Support/AtomicFile.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/xxhash.h"
+
+#include <filesystem>
+#include <map>
+
+using namespace mlir;
+namespace td = ::mlir::torch;
+namespace pd = ::mlir::pippy;
+namespace sched = ::pippy::schedule;
+
+namespace pippy::exe {
+namespace {
+
+ActionKind toActionKind(sched::Op op) {
+  switch (op) {
+  case sched::Op::Forward:
+    return ActionKind::Forward;
+  case sched::Op::Backward:
+    return ActionKind::Backward;
+  case sched::Op::SendF:
+    return ActionKind::SendF;
+  case sched::Op::RecvF:
+    return ActionKind::RecvF;
+  case sched::Op::SendB:
+    return ActionKind::SendB;
+  case sched::Op::RecvB:
+    return ActionKind::RecvB;
+  case sched::Op::Weight:
+    return ActionKind::Weight;
+  case sched::Op::AllReduceTied:
+    return ActionKind::AllReduceTied;
+  case sched::Op::Step:
+    return ActionKind::Step;
+  }
+  return ActionKind::Step;
+}
+
+/// The schedule given by the options, or lowered ahead of time on the
+/// pipeline, checked against `topo`.
+FailureOr<sched::Schedule> scheduleOf(StageGraph &graph,
+                                      const sched::Topology &topo,
+                                      const LoweringOptions &options,
+                                      bool merged) {
+  Operation *where = graph.pipeline ? graph.pipeline.getOperation()
+                                    : graph.forward.getOperation();
+  std::string text = options.scheduleText;
+  std::string loweredKind;
+  int M = options.microbatches.value_or(1);
+  auto lowered =
+      graph.pipeline && !merged
+          ? graph.pipeline->getAttrOfType<DictionaryAttr>("pippy.schedule")
+          : DictionaryAttr();
+  if (lowered && text.empty()) {
+    auto m = lowered.getAs<IntegerAttr>("microbatches");
+    auto ranks = lowered.getAs<ArrayAttr>("ranks");
+    if (!m || !ranks)
+      return where->emitError("pippy.schedule needs microbatches and ranks");
+    if (options.microbatches && m.getInt() != *options.microbatches)
+      return where->emitError("its schedule is lowered for ")
+             << m.getInt() << " micro-batches; run it with --microbatches "
+             << m.getInt();
+    M = static_cast<int>(m.getInt());
+    if (auto kind = lowered.getAs<StringAttr>("kind"))
+      loweredKind = kind.getValue().str();
+    for (auto [r, list] : llvm::enumerate(ranks))
+      text += "rank" + std::to_string(r) + ": " +
+              cast<StringAttr>(list).getValue().str() + "\n";
+  }
+  llvm::Expected<sched::Schedule> s =
+      text.empty() ? sched::generate(options.schedule, topo, M,
+                                     /*training=*/true, options.splitBackward)
+                   : sched::parse(text, M, /*training=*/true);
+  if (!s)
+    return where->emitError(llvm::toString(s.takeError()));
+  if (llvm::Error err = sched::check(*s, topo))
+    return where->emitError("invalid schedule: ")
+           << llvm::toString(std::move(err));
+  if (!loweredKind.empty())
+    s->kind = loweredKind;
+  return std::move(*s);
+}
+
+/// Parameter names of a stage in first-use order, with their specs.
+FailureOr<std::vector<std::pair<std::string, Spec>>>
+stageParameters(Block &body) {
+  std::vector<std::pair<std::string, Spec>> result;
+  std::set<std::string> seen;
+  for (pd::ParamOp op : body.getOps<pd::ParamOp>()) {
+    std::string name = op.getName().str();
+    if (!seen.insert(name).second)
+      continue;
+    std::optional<Spec> spec = getSpec(op.getType());
+    if (!spec)
+      return op.emitError("parameter '")
+             << name << "' needs a tensor type with static sizes and a dtype";
+    result.push_back({name, *spec});
+  }
+  return result;
+}
+
+/// What every rank's executable shares, and each rank's part.
+struct Plan {
+  StageGraph *graph;
+  const LoweringOptions *options;
+  int numRanks = 1;
+  bool merged = false; ///< every stage in one program on one rank
+  std::vector<Spec> inputs;
+  std::vector<ProgramWriter> programs;          ///< per executable stage
+  std::vector<std::vector<Source>> stageInputs; ///< per executable stage
+  std::vector<std::vector<Spec>> stageInputSpecs;
+  std::vector<std::vector<bool>> inputGets; ///< per executable stage
+  std::vector<Source> outputs;
+  std::vector<int> countedOffsets;
+  std::vector<std::vector<std::pair<std::string, Spec>>> stageParams;
+  std::vector<TransferRow> transfers;
+  sched::Schedule schedule;
+  std::set<std::string> paramsWithGradient;
+};
+
+std::string serializeRank(const Plan &plan, int rank) {
+  flatbuffers::FlatBufferBuilder fbb(1 << 16);
+  StageGraph &graph = *plan.graph;
+  std::vector<flatbuffers::Offset<TensorSpec>> inputs;
+  for (const Spec &spec : plan.inputs)
+    inputs.push_back(serializeSpec(fbb, spec));
+  std::vector<flatbuffers::Offset<StageResult>> outputs;
+  for (const Source &out : plan.outputs)
+    outputs.push_back(CreateStageResult(fbb, out.stage, out.index));
+  int numStages = static_cast<int>(plan.programs.size());
+  std::vector<int> stageRanks;
+  for (int s = 0; s < numStages; ++s)
+    stageRanks.push_back(plan.merged ? 0 : s);
+  std::vector<flatbuffers::Offset<StageParameters>> stageParams;
+  for (int s = 0; s < numStages; ++s) {
+    std::vector<std::string> names;
+    std::vector<flatbuffers::Offset<TensorSpec>> specs;
+    for (const auto &[name, spec] : plan.stageParams[s]) {
+      names.push_back(name);
+      specs.push_back(serializeSpec(fbb, spec));
+    }
+    stageParams.push_back(CreateStageParameters(
+        fbb, s, fbb.CreateVectorOfStrings(names), fbb.CreateVector(specs)));
+  }
+  // Rank r holds stage r.
+  std::vector<flatbuffers::Offset<StageInput>> stageInputs;
+  for (size_t i = 0; i < plan.stageInputs[rank].size(); ++i) {
+    const Source &src = plan.stageInputs[rank][i];
+    stageInputs.push_back(
+        CreateStageInput(fbb, src.stage, src.index,
+                         serializeSpec(fbb, plan.stageInputSpecs[rank][i]),
+                         plan.inputGets[rank][i]));
+  }
+  auto program = plan.programs[rank].serialize(fbb, plan.paramsWithGradient);
+  std::vector<flatbuffers::Offset<Stage>> stages{
+      CreateStage(fbb, rank, program, fbb.CreateVector(stageInputs),
+                  plan.countedOffsets[rank])};
+  std::vector<flatbuffers::Offset<Transfer>> transfers;
+  for (const TransferRow &t : plan.transfers)
+    if (t.from.stage == rank || t.consumer == rank)
+      transfers.push_back(
+          CreateTransfer(fbb, t.from.stage, t.from.index, t.consumer, t.input,
+                         t.channel, serializeSpec(fbb, t.spec), t.gradient));
+  std::vector<Action> actions;
+  for (const sched::Action &a : plan.schedule.ranks[rank])
+    actions.emplace_back(toActionKind(a.op), a.stage, a.microbatch);
+  auto schedule = CreateSchedule(
+      fbb, parseScheduleKind(plan.schedule.kind).value_or(ScheduleKind::Custom),
+      plan.schedule.microbatches, plan.options->splitBackward,
+      fbb.CreateVectorOfStructs(actions));
+  std::vector<flatbuffers::Offset<TiedGroup>> tied;
+  if (!plan.merged)
+    for (const auto &[name, members] : graph.tied)
+      tied.push_back(CreateTiedGroup(
+          fbb, fbb.CreateString(name), fbb.CreateVector(members),
+          fbb.CreateVector(members), plan.paramsWithGradient.count(name)));
+  auto root = CreateExecutable(
+      fbb, kFormatVersion, fbb.CreateString(producer()),
+      /*pipeline_hash=*/1, rank, plan.numRanks,
+      fbb.CreateString(plan.options->source),
+      fbb.CreateString(plan.options->weights), fbb.CreateVector(inputs),
+      fbb.CreateVector(outputs), fbb.CreateVector(stageRanks),
+      fbb.CreateVector(stageParams), fbb.CreateVector(stages),
+      fbb.CreateVector(transfers), schedule, fbb.CreateVector(tied));
+  FinishExecutableBuffer(fbb, root);
+  return std::string(reinterpret_cast<const char *>(fbb.GetBufferPointer()),
+                     fbb.GetSize());
+}
+
+/// Lowers the stage programs: one per stage, or one for all when merged.
+LogicalResult lowerPrograms(Plan &plan) {
+  StageGraph &graph = *plan.graph;
+  int S = graph.numStages();
+  if (!plan.merged) {
+    for (int s = 0; s < S; ++s) {
+      ProgramWriter &program = plan.programs.emplace_back();
+      std::vector<int> args;
+      for (BlockArgument arg : graph.bodies[s]->getArguments())
+        args.push_back(program.addArgument(arg));
+      FailureOr<std::vector<int>> results =
+          program.addBlock(*graph.bodies[s], args);
+      if (failed(results))
+        return failure();
+      program.setResults(*results);
+      plan.stageInputs.push_back(graph.inputs[s]);
+      std::vector<Spec> specs;
+      for (const Source &src : graph.inputs[s]) {
+        std::optional<Spec> spec =
+            src.stage < 0
+                ? plan.inputs.at(src.index)
+                : getSpec(graph.bodies[s]->getArgument(specs.size()).getType());
+        if (!spec)
+          return graph.owners[s]->emitError("stage ")
+                 << s << " input " << specs.size()
+                 << " is not a tensor with a static shape and dtype";
+        specs.push_back(*spec);
+      }
+      plan.stageInputSpecs.push_back(std::move(specs));
+    }
+    return success();
+  }
+  // Every stage in order, reading the others' results directly.
+  ProgramWriter &program = plan.programs.emplace_back();
+  std::vector<int> argSlots;
+  for (BlockArgument arg : graph.forward.getArguments())
+    argSlots.push_back(program.addArgument(arg));
+  std::vector<std::vector<int>> resultSlots;
+  for (int s = 0; s < S; ++s) {
+    std::vector<int> args;
+    for (const Source &src : graph.inputs[s])
+      args.push_back(src.stage < 0 ? argSlots.at(src.index)
+                                   : resultSlots[src.stage].at(src.index));
+    FailureOr<std::vector<int>> results =
+        program.addBlock(*graph.bodies[s], args);
+    if (failed(results))
+      return failure();
+    resultSlots.push_back(*results);
+  }
+  std::vector<int> results;
+  for (const Source &out : graph.outputs)
+    results.push_back(out.stage < 0 ? argSlots.at(out.index)
+                                    : resultSlots[out.stage].at(out.index));
+  program.setResults(results);
+  std::vector<Source> inputs;
+  for (unsigned i = 0; i < graph.forward.getNumArguments(); ++i)
+    inputs.push_back(Source{-1, i});
+  plan.stageInputs.push_back(inputs);
+  plan.stageInputSpecs.push_back(plan.inputs);
+  return success();
+}
+
+/// The pipeline inputs' specs: forward's arguments.
+LogicalResult inputSpecs(func::FuncOp forward, std::vector<Spec> &specs) {
+  for (BlockArgument arg : forward.getArguments()) {
+    std::optional<Spec> spec = getSpec(arg.getType());
+    if (spec) {
+      specs.push_back(*spec);
+      continue;
+    }
+    std::string type;
+    llvm::raw_string_ostream os(type);
+    os << arg.getType();
+    os.flush();
+    InFlightDiagnostic diag = forward.emitError("forward argument ")
+                              << arg.getArgNumber() << " is " << type
+                              << ", but must be a tensor with static sizes "
+                                 "and a dtype";
+    if (type.find('?') != std::string::npos)
+      diag << " (a ? is a dynamic size: export the model with static shapes, "
+              "the micro-batch size first)";
+    return diag;
+  }
+  if (specs.empty())
+    return forward.emitError("forward takes no input");
+  if (specs.front().sizes.empty())
+    return forward.emitError(
+        "forward's first argument is 0-d; the first dimension of each input "
+        "is the micro-batch's rows");
+  return success();
+}
+
+/// Places the stages on ranks and checks what that needs.
+LogicalResult placeStages(Plan &plan) {
+  StageGraph &graph = *plan.graph;
+  int S = graph.numStages();
+  plan.merged = plan.numRanks == 1 && S > 1;
+  if (plan.numRanks == 1)
+    return success();
+  if (!graph.pipeline)
+    return graph.forward.emitError(
+               "a graph IR runs as one stage on one rank; split it into a "
+               "pipeline first (pippy-opt --pippy-split) to run it on ")
+           << plan.numRanks << " ranks";
+  if (S != plan.numRanks)
+    return graph.pipeline.emitError("the pipeline has ")
+           << S << " stages but the world has " << plan.numRanks
+           << " ranks; pippy runs one stage per rank (use --nproc " << S << ")";
+  int outputStage = -1;
+  for (const Source &out : graph.outputs) {
+    if (out.stage < 0)
+      return graph.pipeline.emitError("the pipeline returns one of its inputs");
+    if (outputStage >= 0 && out.stage != outputStage)
+      return graph.pipeline.emitError(
+                 "the pipeline's results come from stages ")
+             << outputStage << " and " << out.stage
+             << "; they must all come from one stage";
+    outputStage = out.stage;
+  }
+  return success();
+}
+
+} // namespace
+
+std::string producer() { return std::string("pippy ") + PIPPY_VERSION; }
+
+FailureOr<std::string> weightsOf(ModuleOp module, const std::string &source,
+                                 const std::string &override) {
+  if (!override.empty())
+    return override;
+  // Torch-MLIR output without @forward: say that first (its literals are
+  // one of the reasons).
+  if (failed(lookupForward(module)))
+    return failure();
+  auto attr = module->getAttrOfType<StringAttr>("pippy.weights");
+  if (!attr) {
+    if (size_t literals = countWeightLiterals(module))
+      return module.emitError("the module has ")
+             << countLiterals(literals)
+             << " (Torch-MLIR output) and no weights file" << kLiftHint;
+    bool hasParameters = false;
+    module.walk([&](pd::ParamOp) { hasParameters = true; });
+    if (!hasParameters)
+      return std::string(); // nothing to read
+    return module.emitError(
+        "the module names no weights file (pippy.weights); pass --weights");
+  }
+  std::string path = attr.getValue().str();
+  if (!llvm::sys::fs::exists(path) && !llvm::sys::path::is_absolute(path)) {
+    llvm::SmallString<256> beside(llvm::sys::path::parent_path(source));
+    llvm::sys::path::append(beside, path);
+    if (llvm::sys::fs::exists(beside))
+      path = std::string(beside);
+  }
+  return path;
+}
+
+std::string storedWeightsPath(const std::string &weights,
+                              const std::string &folder) {
+  namespace fs = std::filesystem;
+  if (weights.empty())
+    return weights;
+  std::error_code ec;
+  fs::path absolute = fs::absolute(weights, ec).lexically_normal();
+  if (folder.empty() || ec)
+    return absolute.string();
+  fs::path relative =
+      absolute.lexically_relative(fs::absolute(folder, ec).lexically_normal());
+  int up = 0;
+  for (const fs::path &part : relative)
+    up += part == "..";
+  if (ec || relative.empty() || up > 1)
+    return absolute.string();
+  return relative.string();
+}
+
+FailureOr<LoweredPipeline> lower(ModuleOp module,
+                                 const LoweringOptions &options) {
+  FailureOr<func::FuncOp> forward = lookupForward(module);
+  if (failed(forward))
+    return failure();
+  FailureOr<StageGraph> graph = readStageGraph(*forward);
+  if (failed(graph))
+    return failure();
+  if (graph->outputs.empty())
+    return forward->emitError("the pipeline returns nothing");
+  Plan plan;
+  plan.graph = &*graph;
+  plan.options = &options;
+  plan.numRanks = options.numRanks;
+  if (failed(inputSpecs(*forward, plan.inputs)) || failed(placeStages(plan)))
+    return failure();
+  GradientFlow flow = gradientFlow(*graph);
+  plan.paramsWithGradient = flow.params;
+  sched::Topology topo = sched::Topology::chain(1);
+  if (!plan.merged && graph->numStages() > 1) {
+    FailureOr<std::vector<TransferRow>> rows = transfersOf(*graph, flow, topo);
+    if (failed(rows))
+      return failure();
+    plan.transfers = std::move(*rows);
+  }
+  FailureOr<sched::Schedule> schedule =
+      scheduleOf(*graph, topo, options, plan.merged);
+  if (failed(schedule) || failed(lowerPrograms(plan)))
+    return failure();
+  plan.schedule = std::move(*schedule);
+  int offset = 0;
+  for (ProgramWriter &program : plan.programs) {
+    plan.countedOffsets.push_back(offset);
+    offset += static_cast<int>(program.numCountedOps());
+  }
+  if (plan.merged) {
+    plan.outputs.clear();
+    for (unsigned i = 0; i < graph->outputs.size(); ++i)
+      plan.outputs.push_back(Source{0, i});
+    plan.inputGets.push_back(
+        std::vector<bool>(graph->forward.getNumArguments(), false));
+    std::vector<std::pair<std::string, Spec>> params;
+    for (const std::string &name : plan.programs[0].parameterNames())
+      params.push_back({name, plan.programs[0].parameterSpecs().at(name)});
+    plan.stageParams.push_back(std::move(params));
+  } else {
+    plan.outputs = graph->outputs;
+    for (int s = 0; s < graph->numStages(); ++s) {
+      std::vector<bool> gets = flow.inputGets[s];
+      for (size_t i = 0; i < gets.size(); ++i)
+        gets[i] = gets[i] && graph->inputs[s][i].stage >= 0;
+      plan.inputGets.push_back(gets);
+      FailureOr<std::vector<std::pair<std::string, Spec>>> params =
+          stageParameters(*graph->bodies[s]);
+      if (failed(params))
+        return failure();
+      plan.stageParams.push_back(std::move(*params));
+    }
+  }
+  LoweredPipeline lowered;
+  for (int r = 0; r < plan.numRanks; ++r)
+    lowered.ranks.push_back(serializeRank(plan, r));
+  // The hash covers every rank's executable, with the hash field at its
+  // placeholder; then each file gets it.
+  std::string all;
+  for (const std::string &bytes : lowered.ranks)
+    all += bytes;
+  lowered.hash = llvm::xxh3_64bits(llvm::StringRef(all));
+  for (std::string &bytes : lowered.ranks)
+    GetMutableExecutable(bytes.data())->mutate_pipeline_hash(lowered.hash);
+  return lowered;
+}
+
+FailureOr<std::string> lowerForOneRank(ModuleOp module) {
+  FailureOr<LoweredPipeline> lowered = lower(module, LoweringOptions());
+  if (failed(lowered))
+    return failure();
+  return std::move(lowered->ranks.front());
+}
+
+std::string writeExecutables(const LoweredPipeline &pipeline,
+                             const std::string &dir) {
+  if (std::error_code ec = llvm::sys::fs::create_directories(dir))
+    return "cannot create " + dir + ": " + ec.message();
+  for (size_t r = 0; r < pipeline.ranks.size(); ++r) {
+    std::string path = dir + "/" + rankFileName(static_cast<int>(r));
+    if (std::string error = writeFileAtomically(path, pipeline.ranks[r]);
+        !error.empty())
+      return error;
+  }
+  // Executables of a larger world written there before would be read as
+  // part of this one.
+  for (size_t r = pipeline.ranks.size();; ++r) {
+    std::string stale = dir + "/" + rankFileName(static_cast<int>(r));
+    if (!llvm::sys::fs::exists(stale))
+      break;
+    llvm::sys::fs::remove(stale);
+  }
+  return "";
+}
+
+} // namespace pippy::exe

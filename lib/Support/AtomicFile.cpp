@@ -1,0 +1,94 @@
+//===- AtomicFile.cpp - writing a file all at once ------------------------===//
+
+#include "pippy/Support/AtomicFile.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace pippy {
+
+std::string writeFileAtomically(const std::string &path,
+                                std::string_view bytes) {
+  auto failed = [&](const std::string &what, int error) {
+    return "cannot write " + path + ": " + what + std::strerror(error);
+  };
+  std::string temp = path + ".tmp-XXXXXX";
+  int fd = mkstemp(temp.data());
+  if (fd < 0)
+    return failed("", errno);
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      int error = n < 0 ? errno : EIO;
+      close(fd);
+      unlink(temp.c_str());
+      return failed("", error);
+    }
+    done += static_cast<size_t>(n);
+  }
+  // mkstemp makes the file private; give it the usual permissions.
+  mode_t mask = umask(0);
+  umask(mask);
+  fchmod(fd, 0666 & ~mask);
+  if (close(fd) != 0) {
+    int error = errno;
+    unlink(temp.c_str());
+    return failed("", error);
+  }
+  if (std::rename(temp.c_str(), path.c_str()) != 0) {
+    int error = errno;
+    unlink(temp.c_str());
+    return failed("cannot rename " + temp + " to it: ", error);
+  }
+  return "";
+}
+
+ReadError readFileBytes(const std::string &path, std::string &bytes) {
+  bytes.clear();
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return {errno, /*opening=*/true};
+  struct stat info;
+  if (fstat(fd, &info) == 0) {
+    if (S_ISDIR(info.st_mode)) {
+      close(fd);
+      return {EISDIR, /*opening=*/true};
+    }
+    if (S_ISREG(info.st_mode) && info.st_size > 0)
+      bytes.reserve(static_cast<size_t>(info.st_size));
+  }
+  char chunk[1 << 16];
+  for (;;) {
+    ssize_t n = read(fd, chunk, sizeof(chunk));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      int error = errno;
+      close(fd);
+      return {error, /*opening=*/false};
+    }
+    if (n == 0)
+      break;
+    bytes.append(chunk, static_cast<size_t>(n));
+  }
+  close(fd);
+  return {};
+}
+
+std::string readFile(const std::string &path, std::string &bytes) {
+  ReadError error = readFileBytes(path, bytes);
+  if (!error.code)
+    return "";
+  return (error.opening ? "cannot open input file '" + path + "': "
+                        : "cannot read " + path + ": ") +
+         std::strerror(error.code);
+}
+
+} // namespace pippy

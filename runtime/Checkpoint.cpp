@@ -1,0 +1,186 @@
+//===- Checkpoint.cpp - checkpoints and resuming --------------------------===//
+//
+// `--checkpoint-dir D --checkpoint-every K` writes, every K steps,
+// D/step-K/rank<R>.safetensors per rank. The format, defined here alone:
+//
+//   tensors   param:NAME              every weight of the rank's stage
+//             momentum_buffer:NAME    SGD with momentum
+//             exp_avg:NAME, exp_avg_sq:NAME   AdamW
+//   metadata  step, cursor (the data row the next step starts at), rank,
+//             world_size, optimizer, adamw_step:NAME
+//
+// Every rank writes into D/step-K.tmp; once all have, rank 0 renames the
+// folder to D/step-K, so a checkpoint is complete exactly when its folder
+// has its final name.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Rank.h"
+
+#include "TensorFile.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/string_utils.h>
+
+#include <filesystem>
+
+namespace fs = std::filesystem;
+
+namespace pippy::rt {
+namespace {
+
+const std::string kParam = "param:";
+const std::string kMomentum = "momentum_buffer:";
+const std::string kExpAvg = "exp_avg:";
+const std::string kExpAvgSq = "exp_avg_sq:";
+const std::string kAdamWStep = "adamw_step:";
+const std::string kStepFolder = "step-";
+
+std::string stateKey(const at::Tensor &p) {
+  return c10::guts::to_string(p.unsafeGetTensorImpl());
+}
+
+/// Optimizer state of `params` (momentum buffers, AdamW moments and step
+/// counts) as named tensors and metadata.
+void saveOptimizerState(
+    ::torch::optim::Optimizer &optimizer,
+    const std::vector<std::pair<std::string, at::Tensor>> &params,
+    std::vector<std::pair<std::string, at::Tensor>> &out,
+    std::map<std::string, std::string> &metadata) {
+  auto &state = optimizer.state();
+  for (const auto &[name, p] : params) {
+    auto it = state.find(stateKey(p));
+    if (it == state.end())
+      continue;
+    if (auto *sgd =
+            dynamic_cast<::torch::optim::SGDParamState *>(it->second.get())) {
+      if (sgd->momentum_buffer().defined())
+        out.emplace_back(kMomentum + name, sgd->momentum_buffer());
+    } else if (auto *adam = dynamic_cast<::torch::optim::AdamWParamState *>(
+                   it->second.get())) {
+      out.emplace_back(kExpAvg + name, adam->exp_avg());
+      out.emplace_back(kExpAvgSq + name, adam->exp_avg_sq());
+      metadata[kAdamWStep + name] = std::to_string(adam->step());
+    }
+  }
+}
+
+void loadOptimizerState(
+    ::torch::optim::Optimizer &optimizer, OptimizerKind kind,
+    const std::vector<std::pair<std::string, at::Tensor>> &params,
+    const TensorFile &file) {
+  auto &state = optimizer.state();
+  auto get = [&](const std::string &key) -> at::Tensor {
+    auto it = file.tensors.find(key);
+    return it == file.tensors.end() ? at::Tensor() : it->second;
+  };
+  for (const auto &[name, p] : params) {
+    if (kind == OptimizerKind::Sgd) {
+      at::Tensor buffer = get(kMomentum + name);
+      if (!buffer.defined())
+        continue;
+      auto s = std::make_unique<::torch::optim::SGDParamState>();
+      s->momentum_buffer(buffer);
+      state[stateKey(p)] = std::move(s);
+    } else {
+      at::Tensor avg = get(kExpAvg + name), sq = get(kExpAvgSq + name);
+      auto step = file.metadata.find(kAdamWStep + name);
+      if (!avg.defined() || !sq.defined() || step == file.metadata.end())
+        continue;
+      auto s = std::make_unique<::torch::optim::AdamWParamState>();
+      s->exp_avg(avg);
+      s->exp_avg_sq(sq);
+      s->step(std::stoll(step->second));
+      state[stateKey(p)] = std::move(s);
+    }
+  }
+}
+
+std::string rankFile(const std::string &dir, int rank) {
+  return dir + "/rank" + std::to_string(rank) + ".safetensors";
+}
+
+} // namespace
+
+void RankRunner::checkpoint(::torch::optim::Optimizer &optimizer, int step,
+                            int64_t cursor) {
+  std::string final =
+      options.checkpointDir + "/" + kStepFolder + std::to_string(step);
+  std::string tmp = final + ".tmp";
+  std::error_code ec;
+  fs::create_directories(tmp, ec);
+  if (ec)
+    throw RuntimeError("cannot create " + tmp + ": " + ec.message());
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
+  for (const auto &[name, p] : params)
+    tensors.emplace_back(kParam + name, p);
+  std::map<std::string, std::string> metadata{
+      {"step", std::to_string(step)},
+      {"cursor", std::to_string(cursor)},
+      {"rank", std::to_string(rank)},
+      {"world_size", std::to_string(rdzv.worldSize)},
+      {"optimizer", name(options.optimizer)}};
+  saveOptimizerState(optimizer, trainable, tensors, metadata);
+  writeTensors(rankFile(tmp, rank), tensors, metadata);
+  comm->barrier(where() + ": waiting for every rank's checkpoint");
+  if (rank != 0)
+    return;
+  fs::remove_all(final, ec);
+  fs::rename(tmp, final, ec);
+  if (ec)
+    throw RuntimeError("cannot rename " + tmp + " to " + final + ": " +
+                       ec.message());
+  printLine("checkpoint at step " + std::to_string(step) + " in " + final);
+}
+
+int RankRunner::resume(::torch::optim::Optimizer &optimizer, int64_t &cursor) {
+  int best = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(options.checkpointDir, ec), end;
+       it != end && !ec; it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    if (name.compare(0, kStepFolder.size(), kStepFolder) != 0)
+      continue;
+    std::string digits = name.substr(kStepFolder.size());
+    if (!digits.empty() && digits.size() < 9 &&
+        digits.find_first_not_of("0123456789") == std::string::npos)
+      best = std::max(best, std::stoi(digits));
+  }
+  if (best == 0) {
+    printRank0("no checkpoint in " + options.checkpointDir +
+               "; starting at step 1");
+    return 1;
+  }
+  std::string dir =
+      options.checkpointDir + "/" + kStepFolder + std::to_string(best);
+  TensorFile file = readTensors(rankFile(dir, rank));
+  auto meta = [&](const std::string &key) {
+    auto it = file.metadata.find(key);
+    if (it == file.metadata.end())
+      throw RuntimeError(rankFile(dir, rank) + ": no '" + key +
+                         "' in the metadata");
+    return it->second;
+  };
+  if (meta("world_size") != std::to_string(rdzv.worldSize))
+    throw RuntimeError(dir + " was written by " + meta("world_size") +
+                       " ranks, not " + std::to_string(rdzv.worldSize));
+  if (meta("optimizer") != name(options.optimizer))
+    throw RuntimeError(dir + " holds " + meta("optimizer") + " state, not " +
+                       name(options.optimizer));
+  {
+    ::torch::NoGradGuard noGrad;
+    for (auto &[name, p] : params) {
+      auto it = file.tensors.find(kParam + name);
+      if (it == file.tensors.end() || it->second.sizes() != p.sizes())
+        throw RuntimeError(rankFile(dir, rank) + ": no weight '" + name +
+                           "' of the right shape");
+      p.copy_(it->second);
+    }
+  }
+  loadOptimizerState(optimizer, options.optimizer, trainable, file);
+  cursor = std::stoll(meta("cursor"));
+  printRank0("resuming from " + dir);
+  return best + 1;
+}
+
+} // namespace pippy::rt

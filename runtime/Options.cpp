@@ -1,0 +1,339 @@
+//===- Options.cpp - pippy-run's command line -----------------------------===//
+//
+// One table of options: each with its spelling, the name of its value, its
+// help line and how it sets RunOptions. Values are checked here, so a run
+// never starts with one it cannot use.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pippy/Runtime/Options.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+
+namespace pippy {
+
+const char *name(LossKind kind) {
+  switch (kind) {
+  case LossKind::CrossEntropy:
+    return "cross_entropy";
+  case LossKind::Mse:
+    return "mse";
+  case LossKind::None:
+    return "none";
+  }
+  return "?";
+}
+
+const char *name(OptimizerKind kind) {
+  return kind == OptimizerKind::Sgd ? "sgd" : "adamw";
+}
+
+const char *name(ScheduleKind kind) {
+  return kind == ScheduleKind::GPipe ? "gpipe" : "1f1b";
+}
+
+const char *name(Backend backend) {
+  return backend == Backend::Gloo ? "gloo" : "nccl";
+}
+
+namespace {
+
+/// Sets an option from its value; returns an error message or empty.
+using Setter = std::function<std::string(RunOptions &, const std::string &)>;
+
+struct Option {
+  const char *name;
+  const char *value; ///< null for a flag
+  const char *help;
+  Setter set;
+};
+
+std::string parseInt(const std::string &option, const std::string &text,
+                     int min, int &out) {
+  char *end = nullptr;
+  errno = 0;
+  long v = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end || errno == ERANGE || v < min || v > 1 << 30)
+    return "--" + option + " takes an integer of at least " +
+           std::to_string(min) + ", not '" + text + "'";
+  out = static_cast<int>(v);
+  return "";
+}
+
+std::string parseDouble(const std::string &option, const std::string &text,
+                        double &out, bool positive = false) {
+  char *end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end || !std::isfinite(v) || (positive && v <= 0))
+    return "--" + option + " takes a " + (positive ? "positive " : "finite ") +
+           "number, not '" + text + "'";
+  out = v;
+  return "";
+}
+
+template <typename Enum>
+std::string parseChoice(const std::string &option, const std::string &text,
+                        std::initializer_list<Enum> choices, Enum &out) {
+  std::string expected;
+  size_t i = 0;
+  for (Enum choice : choices) {
+    if (text == name(choice)) {
+      out = choice;
+      return "";
+    }
+    expected += std::string(i == 0                    ? ""
+                            : i + 1 == choices.size() ? " or "
+                                                      : ", ") +
+                name(choice);
+    ++i;
+  }
+  return "unknown --" + option + " '" + text + "'; expected " + expected;
+}
+
+Setter text(std::string RunOptions::*field) {
+  return [field](RunOptions &o, const std::string &v) {
+    o.*field = v;
+    return std::string();
+  };
+}
+
+Setter integer(const char *option, int RunOptions::*field, int min) {
+  return [=](RunOptions &o, const std::string &v) {
+    return parseInt(option, v, min, o.*field);
+  };
+}
+
+Setter optionalInteger(const char *option,
+                       std::optional<int> RunOptions::*field, int min) {
+  return [=](RunOptions &o, const std::string &v) {
+    int value = 0;
+    std::string error = parseInt(option, v, min, value);
+    o.*field = value;
+    return error;
+  };
+}
+
+Setter number(const char *option, std::optional<double> RunOptions::*field) {
+  return [=](RunOptions &o, const std::string &v) {
+    double value = 0;
+    std::string error = parseDouble(option, v, value);
+    o.*field = value;
+    return error;
+  };
+}
+
+Setter flag(bool RunOptions::*field) {
+  return [field](RunOptions &o, const std::string &v) {
+    o.*field = v == "true";
+    return std::string();
+  };
+}
+
+const std::vector<Option> &options() {
+  static const std::vector<Option> table = {
+      {"nproc", "N", "ranks per node (default: the executables' world, or 1)",
+       optionalInteger("nproc", &RunOptions::nproc, 1)},
+      {"nnodes", "N", "nodes (world size = nnodes x nproc)",
+       integer("nnodes", &RunOptions::nnodes, 1)},
+      {"node-rank", "K", "this node's index",
+       integer("node-rank", &RunOptions::nodeRank, 0)},
+      {"master-addr", "HOST", "rank 0's host for multi-node runs (MASTER_ADDR)",
+       text(&RunOptions::masterAddr)},
+      {"master-port", "PORT", "rank 0's port (MASTER_PORT)",
+       integer("master-port", &RunOptions::masterPort, 1)},
+      {"backend", "gloo|nccl", "the communicator engine (default gloo)",
+       [](RunOptions &o, const std::string &v) {
+         return parseChoice("backend", v, {Backend::Gloo, Backend::Nccl},
+                            o.backend);
+       }},
+      {"schedule", "gpipe|1f1b", "the pipeline schedule (default 1f1b)",
+       [](RunOptions &o, const std::string &v) {
+         ScheduleKind kind;
+         std::string error =
+             parseChoice("schedule", v,
+                         {ScheduleKind::GPipe, ScheduleKind::OneFOneB}, kind);
+         o.schedule = kind;
+         return error;
+       }},
+      {"schedule-file", "FILE",
+       "read the schedule's action lists from a file (text form: one line "
+       "per rank, `rank0: 0F0 0SEND_F0 ...`)",
+       text(&RunOptions::scheduleFile)},
+      {"microbatches", "M", "micro-batches per step (default 1)",
+       optionalInteger("microbatches", &RunOptions::microbatches, 1)},
+      {"defer-weight-grads", nullptr,
+       "split each backward: input gradients per micro-batch, the weight "
+       "gradients of linear layers once per step as one matrix product over "
+       "all micro-batches (faster; rounding differs in the last bits)",
+       [](RunOptions &o, const std::string &v) {
+         o.deferWeightGrads = v == "true";
+         return std::string();
+       }},
+      {"emit-executables", "DIR",
+       "lower the program to stage executables in DIR and exit",
+       text(&RunOptions::emitExecutablesDir)},
+      {"steps", "N", "training steps", integer("steps", &RunOptions::steps, 1)},
+      {"data", "FILE", "safetensors data file", text(&RunOptions::dataPath)},
+      {"loss", "cross_entropy|mse|none", "the loss (default cross_entropy)",
+       [](RunOptions &o, const std::string &v) {
+         return parseChoice(
+             "loss", v, {LossKind::CrossEntropy, LossKind::Mse, LossKind::None},
+             o.loss);
+       }},
+      {"optimizer", "sgd|adamw", "the optimizer (default sgd)",
+       [](RunOptions &o, const std::string &v) {
+         return parseChoice("optimizer", v,
+                            {OptimizerKind::Sgd, OptimizerKind::AdamW},
+                            o.optimizer);
+       }},
+      {"lr", "X", "learning rate (default 0.01)",
+       [](RunOptions &o, const std::string &v) {
+         return parseDouble("lr", v, o.lr);
+       }},
+      {"momentum", "X", "SGD momentum",
+       number("momentum", &RunOptions::momentum)},
+      {"weight-decay", "X", "weight decay",
+       number("weight-decay", &RunOptions::weightDecay)},
+      {"betas", "B1,B2", "AdamW betas",
+       [](RunOptions &o, const std::string &v) {
+         size_t comma = v.find(',');
+         double b1 = 0, b2 = 0;
+         if (comma == std::string::npos ||
+             !parseDouble("betas", v.substr(0, comma), b1).empty() ||
+             !parseDouble("betas", v.substr(comma + 1), b2).empty())
+           return "--betas takes two values, not '" + v + "'";
+         o.beta1 = b1;
+         o.beta2 = b2;
+         return std::string();
+       }},
+      {"eps", "X", "AdamW epsilon", number("eps", &RunOptions::eps)},
+      {"clip-grad-norm", "X", "clip gradients by their global norm",
+       number("clip-grad-norm", &RunOptions::clipGradNorm)},
+      {"weights", "FILE", "weights file (default: the program's)",
+       text(&RunOptions::weightsPath)},
+      {"metrics", "FILE", "metrics JSON file", text(&RunOptions::metricsPath)},
+      {"save-weights", "FILE", "write the final weights",
+       text(&RunOptions::saveWeightsPath)},
+      {"save-grads", "FILE", "write the gradients of the first step",
+       text(&RunOptions::saveGradsPath)},
+      {"infer", nullptr, "forward only", flag(&RunOptions::infer)},
+      {"output", "FILE", "--infer: outputs file",
+       text(&RunOptions::outputPath)},
+      {"threads-per-rank", "N", "intra-op threads per rank (default 1)",
+       integer("threads-per-rank", &RunOptions::threads, 1)},
+      {"timeout", "SECONDS",
+       "seconds to wait for a peer before giving up (default 60)",
+       [](RunOptions &o, const std::string &v) {
+         return parseDouble("timeout", v, o.timeoutSeconds, /*positive=*/true);
+       }},
+      {"trace", "FILE", "write a Chrome/Perfetto trace",
+       text(&RunOptions::tracePath)},
+      {"checkpoint-dir", "DIR", "directory for checkpoints",
+       text(&RunOptions::checkpointDir)},
+      {"checkpoint-every", "K", "checkpoint every K steps",
+       integer("checkpoint-every", &RunOptions::checkpointEvery, 1)},
+      {"resume", nullptr, "continue from the last checkpoint",
+       flag(&RunOptions::resume)},
+      {"autograd-weight-grads", nullptr,
+       "accumulate every weight gradient through autograd, as PyTorch does, "
+       "instead of adding linear layers' weight gradients in place (slower; "
+       "for comparisons)",
+       flag(&RunOptions::autogradWeightGrads)},
+      {"profile", "FILE",
+       "write measured per-op times for --pippy-split profile=FILE",
+       text(&RunOptions::profilePath)},
+  };
+  return table;
+}
+
+std::string helpText() {
+  std::string text =
+      "usage: pippy-run PROGRAM [options]\n\n"
+      "Trains or runs a pippy program: a folder of stage executables (or one\n"
+      ".pipx file), or, in the full build, a graph or pipeline IR.\n\n"
+      "options:\n";
+  for (const Option &o : options()) {
+    std::string head = std::string("  --") + o.name;
+    if (o.value)
+      head += std::string(" ") + o.value;
+    text += head;
+    text += head.size() < 30 ? std::string(30 - head.size(), ' ')
+                             : "\n" + std::string(30, ' ');
+    text += std::string(o.help) + "\n";
+  }
+  return text;
+}
+
+const Option *find(const std::string &name) {
+  for (const Option &o : options())
+    if (name == o.name)
+      return &o;
+  return nullptr;
+}
+
+} // namespace
+
+std::optional<RunOptions> parseRunOptions(const std::vector<std::string> &argv,
+                                          std::string &message, int &exitCode) {
+  RunOptions result;
+  exitCode = 1;
+  auto fail = [&](const std::string &error) {
+    message = "pippy-run: error: " + error + "\n";
+    return std::nullopt;
+  };
+  for (size_t i = 1; i < argv.size(); ++i) {
+    const std::string &arg = argv[i];
+    if (arg == "--help" || arg == "-help" || arg == "-h") {
+      message = helpText();
+      exitCode = 0;
+      return std::nullopt;
+    }
+    if (arg.size() < 2 || arg[0] != '-') {
+      if (!result.programPath.empty())
+        return fail("more than one program: '" + result.programPath +
+                    "' and '" + arg + "'");
+      result.programPath = arg;
+      continue;
+    }
+    std::string name = arg.substr(arg[1] == '-' ? 2 : 1);
+    std::optional<std::string> value;
+    if (size_t eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name.resize(eq);
+    }
+    const Option *option = find(name);
+    if (!option)
+      return fail("unknown option '" + arg +
+                  "'; pippy-run --help lists the options");
+    if (!option->value) {
+      if (value && *value != "true" && *value != "false")
+        return fail("--" + name + " takes no value, or =true or =false");
+      if (std::string error = option->set(result, value.value_or("true"));
+          !error.empty())
+        return fail(error);
+      continue;
+    }
+    if (!value) {
+      if (i + 1 == argv.size())
+        return fail("--" + name + " needs a value (" + option->value + ")");
+      value = argv[++i];
+    }
+    if (std::string error = option->set(result, *value); !error.empty())
+      return fail(error);
+  }
+  if (result.programPath.empty())
+    return fail("no program given; usage: pippy-run PROGRAM [options]");
+  if (result.resume && result.checkpointDir.empty())
+    return fail("--resume needs --checkpoint-dir");
+  if (result.checkpointEvery > 0 && result.checkpointDir.empty())
+    return fail("--checkpoint-every needs --checkpoint-dir");
+  if (result.nodeRank >= result.nnodes)
+    return fail("--node-rank " + std::to_string(result.nodeRank) +
+                " is not a node of --nnodes " + std::to_string(result.nnodes));
+  return result;
+}
+
+} // namespace pippy

@@ -1,0 +1,174 @@
+//===- Rank.h - one rank of a pipeline --------------------------*- C++ -*-===//
+//
+// Internal to runtime/: the state of one rank running its stage executable,
+// and the steps it takes. The class is defined across one file per seam:
+//
+//   Executor.cpp      loading, the training and inference loops, and the
+//                     actions (F, B, SEND/RECV, W, STEP)
+//   TiedGradients.cpp summing replicated tied weights' gradients, and
+//                     clipping by the global norm
+//   Agreement.cpp     checking that every rank runs the same pipeline and
+//                     options
+//   Reporting.cpp     progress lines, metrics, trace, profile, saved weights
+//                     and gradients
+//   Checkpoint.cpp    checkpoints and resuming
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PIPPY_RUNTIME_RANK_H
+#define PIPPY_RUNTIME_RANK_H
+
+#include "Dataset.h"
+#include "Reports.h"
+#include "StagePlan.h"
+
+#include "pippy/Runtime/Comm.h"
+#include "pippy/Runtime/Options.h"
+#include "pippy/Runtime/Program.h"
+
+#include <torch/optim.h>
+
+#include <chrono>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace pippy::rt {
+
+using Clock = std::chrono::steady_clock;
+
+/// The state of one micro-batch between its forward and its backward.
+struct MicroBatch {
+  std::vector<at::Tensor> received; // per stage input (or undefined)
+  std::vector<CommHandlePtr> recvF, recvB;
+  std::vector<std::vector<at::Tensor>> gradBuffers; // per consumer edge
+  std::vector<c10::IValue> outputs;
+  std::vector<c10::IValue> captured; // deferred linears: input, output
+  at::Tensor loss;
+  std::vector<at::Tensor> inputGrads; // per stage input
+};
+
+class RankRunner {
+public:
+  RankRunner(const RunOptions &options, const Rendezvous &rdzv,
+             LoadedExecutable executable);
+  void run();
+
+private:
+  // Executor.cpp: loading and the loops.
+  void loadWeights();
+  void connect();
+  void train();
+  void infer();
+  // Executor.cpp: actions.
+  static int tag(int m, int direction, size_t channel);
+  void postReceives(std::vector<MicroBatch> &mbs, bool training);
+  void forward(MicroBatch &mb, int m, int64_t begin, bool training);
+  void sendForward(MicroBatch &mb, int m);
+  void checkSpec(const at::Tensor &t, const TensorSpec &spec, int m,
+                 unsigned result);
+  void backward(MicroBatch &mb);
+  void backwardInputs(MicroBatch &mb, const std::vector<at::Tensor> &roots,
+                      const std::vector<at::Tensor> &grads);
+  void weightGradients();
+  void checkNoGradient(unsigned input, const at::Tensor &grad);
+  void sendBackward(MicroBatch &mb, int m);
+  void addHeldWeightGradients(size_t keep = 0);
+  void waitSends();
+  void runAction(const ScheduledAction &action, std::vector<MicroBatch> &mbs,
+                 int step, int64_t cursor, int &inflight,
+                 ::torch::optim::Optimizer &optimizer);
+  std::vector<Program::Linear> untiedTrainableLinears();
+  void chooseDeferredLinears();
+  void fuseWeightGradients();
+  std::string where() const { return "rank " + std::to_string(rank); }
+  std::string actionText(exe::ActionKind kind, int m) const {
+    return exe::actionText(kind, plan.stage, m);
+  }
+
+  // TiedGradients.cpp
+  void registerTiedHooks();
+  void allReduceTied();
+  void clipGradients();
+
+  // Agreement.cpp
+  void checkRanksAgree();
+
+  // Reporting.cpp
+  void record(const ScheduledAction &action, Clock::time_point begin);
+  double micros(Clock::time_point t) const;
+  void printLine(const std::string &line);
+  void printRank0(const std::string &line);
+  std::vector<std::string> gatherStrings(const std::string &mine, int tagBase);
+  void finish(int firstStep, const std::vector<double> &losses,
+              const std::vector<double> &stepSeconds, double wallSeconds);
+  void writeTrace();
+  void writeProfile();
+  void saveWeights();
+  void saveGrads();
+
+  // Checkpoint.cpp
+  void checkpoint(::torch::optim::Optimizer &optimizer, int step,
+                  int64_t cursor);
+  int resume(::torch::optim::Optimizer &optimizer, int64_t &cursor);
+
+  const RunOptions &options;
+  Rendezvous rdzv;
+  LoadedExecutable executable;
+  StagePlan plan;
+  int rank;
+  bool prefixOwnLines;
+  std::unique_ptr<Program> program;
+  std::map<std::string, at::Tensor> params;
+  std::vector<std::pair<std::string, at::Tensor>> trainable;
+  std::map<std::string, at::Tensor> allWeights; // rank 0: the file's values
+  std::vector<std::string> weightOrder;
+  std::map<std::string, std::string> weightsMetadata;
+  std::string weightsPath;
+  std::unique_ptr<Dataset> data;
+  std::unique_ptr<Communicator> comm;
+  std::vector<std::pair<std::string, std::unique_ptr<Communicator>>> tiedComms;
+  std::vector<CommHandlePtr> pendingSends;
+  std::map<std::string, std::map<int, at::Tensor>> tiedContributions;
+  /// Whether this stage sends gradients to a previous one; its fused
+  /// linears' weight gradients then wait until they are sent.
+  bool sendsInputGradients = false;
+  /// The weight-gradient pass of micro-batch m waits until micro-batch
+  /// m + kHeldMicrobatches has sent its input gradients (the last ones run
+  /// before the optimizer step). Every input gradient after the first then
+  /// reaches the previous stage one pass sooner, and the postponed pass
+  /// fills the end of the step, where this stage would otherwise wait for
+  /// the previous stage's last B, optimizer step and next F. Holding more
+  /// than one would leave this stage idle early in the step instead
+  /// (bench/pipeline/hold_sim.py: 141.7 ms per step holding none, 135.1 ms
+  /// holding one, 138.6 ms holding two, with bench/pipeline's measured
+  /// times). It keeps one more micro-batch's linear inputs and output
+  /// gradients alive. Each weight still adds its gradients in micro-batch
+  /// order, so they keep their bits.
+  static constexpr size_t kHeldMicrobatches = 1;
+  struct HeldWeightGradients {
+    int microbatch;
+    WeightGradientQueue queue;
+  };
+  std::deque<HeldWeightGradients> heldWeightGrads;
+  std::vector<Program::Linear> linears; // deferred weight gradients
+  std::set<std::string> deferred;
+  std::vector<int> captureSlots;
+  std::vector<std::vector<at::Tensor>> linearInputs, linearGrads;
+  int currentMicrobatch = 0;
+  std::vector<int64_t> opNanoseconds; // --profile, per counted op
+  int64_t forwardsRun = 0;
+  double backwardSeconds = 0;
+  double stepLoss = 0;
+  double busySeconds = 0;
+  int peakInflight = 0;
+  Clock::time_point epoch = Clock::now();
+  std::vector<TraceEvent> events;
+};
+
+} // namespace pippy::rt
+
+#endif // PIPPY_RUNTIME_RANK_H

@@ -1,0 +1,258 @@
+//===- Reporting.cpp - what a rank tells the user -------------------------===//
+//
+// Progress lines, busy time and trace events of the actions, and the files
+// a run writes at its end: metrics (gathered from every rank), the merged
+// trace, the profile, the final weights (rank 0) and the first step's
+// gradients.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Rank.h"
+
+#include "Reports.h"
+#include "TensorFile.h"
+
+#include "pippy/Support/Profile.h"
+
+#include <ATen/ATen.h>
+
+#include <cstdio>
+#include <cstring>
+
+namespace pippy::rt {
+
+void RankRunner::record(const ScheduledAction &action,
+                        Clock::time_point begin) {
+  using K = exe::ActionKind;
+  Clock::time_point end = Clock::now();
+  double duration = std::chrono::duration<double>(end - begin).count();
+  if (action.kind == K::Forward || action.kind == K::Backward ||
+      action.kind == K::Step || action.kind == K::Weight)
+    busySeconds += duration;
+  if (!options.tracePath.empty() && action.kind != K::Weight)
+    events.push_back({action.text(), micros(begin), duration * 1e6});
+}
+
+double RankRunner::micros(Clock::time_point t) const {
+  return std::chrono::duration<double, std::micro>(t - epoch).count();
+}
+
+void RankRunner::printLine(const std::string &line) {
+  if (prefixOwnLines)
+    std::printf("[rank%d] %s\n", rank, line.c_str());
+  else
+    std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+void RankRunner::printRank0(const std::string &line) {
+  if (rank == 0)
+    printLine(line);
+}
+
+/// Sends a byte string to rank 0 (which receives one from every rank).
+std::vector<std::string> RankRunner::gatherStrings(const std::string &mine,
+                                                   int tagBase) {
+  std::vector<std::string> all(rdzv.worldSize);
+  if (rank != 0) {
+    at::Tensor length =
+        at::full({1}, static_cast<int64_t>(mine.size()), at::kLong);
+    comm->send(length, 0, tagBase, where() + ": sending its report's size")
+        ->wait();
+    at::Tensor bytes =
+        at::empty({static_cast<int64_t>(mine.size())}, at::kByte);
+    std::memcpy(bytes.data_ptr(), mine.data(), mine.size());
+    comm->send(bytes, 0, tagBase + 1, where() + ": sending its report")->wait();
+    return all;
+  }
+  all[0] = mine;
+  for (int r = 1; r < rdzv.worldSize; ++r) {
+    at::Tensor length = at::empty({1}, at::kLong);
+    comm->recv(length, r, tagBase, where() + ": receiving a report's size")
+        ->wait();
+    at::Tensor bytes = at::empty({length.item<int64_t>()}, at::kByte);
+    comm->recv(bytes, r, tagBase + 1, where() + ": receiving a report")->wait();
+    all[r].assign(static_cast<const char *>(bytes.data_ptr()), bytes.numel());
+  }
+  return all;
+}
+
+/// Gathers busy times and in-flight peaks, then writes metrics, the trace,
+/// the profile and the weights. A step's time is the slowest rank's.
+void RankRunner::finish(int firstStep, const std::vector<double> &losses,
+                        const std::vector<double> &stepSeconds,
+                        double wallSeconds) {
+  int W = rdzv.worldSize;
+  int64_t n = static_cast<int64_t>(stepSeconds.size());
+  at::Tensor stats = at::zeros({3 * W}, at::kDouble);
+  stats[3 * rank] = busySeconds;
+  stats[3 * rank + 1] = wallSeconds;
+  stats[3 * rank + 2] = static_cast<double>(peakInflight);
+  at::Tensor times = at::zeros({W, std::max<int64_t>(n, 1)}, at::kDouble);
+  for (int64_t i = 0; i < n; ++i)
+    times[rank][i] = stepSeconds[i];
+  comm->allReduceSum(stats, where() + ": gathering statistics")->wait();
+  comm->allReduceSum(times, where() + ": gathering step times")->wait();
+  RunMetrics metrics;
+  metrics.schedule = plan.scheduleKind;
+  metrics.ranks = W;
+  for (int64_t i = 0; i < n; ++i) {
+    StepMetrics step;
+    step.step = firstStep + static_cast<int>(i);
+    step.loss = losses[i];
+    for (int r = 0; r < W; ++r) {
+      double t = times[r][i].item<double>();
+      step.stepSeconds = std::max(step.stepSeconds, t);
+      step.rankStepSeconds.push_back(t);
+    }
+    step.samplesPerSecond =
+        plan.microbatches * plan.microbatchRows() / step.stepSeconds;
+    metrics.steps.push_back(std::move(step));
+  }
+  double busy = 0, wall = 0;
+  for (int r = 0; r < W; ++r) {
+    busy += stats[3 * r].item<double>();
+    wall = std::max(wall, stats[3 * r + 1].item<double>());
+    metrics.peakInflight.push_back(
+        static_cast<int64_t>(stats[3 * r + 2].item<double>()));
+    metrics.busySeconds.push_back(stats[3 * r].item<double>());
+  }
+  metrics.bubbleFraction = wall > 0 ? 1 - busy / (W * wall) : 0;
+  if (plan.holdsOutput() && !options.metricsPath.empty())
+    writeTextFile(options.metricsPath, metricsJson(metrics));
+  if (!options.tracePath.empty())
+    writeTrace();
+  if (!options.profilePath.empty())
+    writeProfile();
+  if (!options.saveWeightsPath.empty())
+    saveWeights();
+  comm->barrier(where() + ": waiting for every rank to finish");
+}
+
+/// One Chrome/Perfetto JSON for all ranks: pid = rank, events named in the
+/// action text form.
+void RankRunner::writeTrace() {
+  std::vector<std::string> all =
+      gatherStrings(traceEventsJson(rank, events), 0x7fff0000);
+  if (rank != 0)
+    return;
+  std::vector<int> stageOfRank(rdzv.worldSize, 0);
+  for (int s = 0; s < plan.numStages; ++s)
+    stageOfRank.at(plan.stageRanks[s]) = s;
+  writeTextFile(options.tracePath, mergeTrace(all, stageOfRank));
+  printLine("wrote the trace to " + options.tracePath);
+}
+
+/// Mean forward time per micro-batch of every op, and the stage's
+/// backward time split over its ops in proportion to their forward times.
+void RankRunner::writeProfile() {
+  const std::vector<std::string> &names = program->countedOps();
+  double forwardTotal = 0;
+  for (int64_t ns : opNanoseconds)
+    forwardTotal += ns;
+  double runs = std::max<int64_t>(forwardsRun, 1);
+  profile::Profile mine;
+  for (size_t i = 0; i < names.size(); ++i) {
+    double share = forwardTotal > 0 ? opNanoseconds[i] / forwardTotal : 0;
+    mine.ops.push_back({plan.countedOpOffset + static_cast<int64_t>(i),
+                        names[i], plan.stage, opNanoseconds[i] / runs / 1000.0,
+                        backwardSeconds * 1e6 / runs * share});
+  }
+  std::vector<std::string> all =
+      gatherStrings(profile::write(mine), 0x7ffe0000);
+  if (rank != 0)
+    return;
+  profile::Profile merged;
+  merged.microbatchesMeasured = forwardsRun;
+  for (int r = 0; r < rdzv.worldSize; ++r) {
+    std::string error;
+    std::optional<profile::Profile> part = profile::parse(all[r], error);
+    if (!part)
+      throw RuntimeError("rank " + std::to_string(r) +
+                         " sent a malformed profile: " + error);
+    merged.ops.insert(merged.ops.end(), part->ops.begin(), part->ops.end());
+  }
+  writeTextFile(options.profilePath, profile::write(merged));
+  printLine("wrote the profile to " + options.profilePath);
+}
+
+/// Rank 0 writes every weight: its own, those the other stages send (a
+/// name that an earlier stage also holds comes from that stage), and the
+/// file's values for anything no stage uses.
+void RankRunner::saveWeights() {
+  std::set<std::string> earlier;
+  std::map<std::string, at::Tensor> received;
+  for (int s = 0; s < plan.numStages; ++s) {
+    std::vector<std::pair<std::string, TensorSpec>> fresh;
+    for (const auto &entry : plan.stageParams[s])
+      if (earlier.insert(entry.first).second)
+        fresh.push_back(entry);
+    int owner = plan.stageRanks[s];
+    if (owner == 0)
+      continue;
+    for (size_t i = 0; i < fresh.size(); ++i) {
+      const auto &[name, spec] = fresh[i];
+      int t = 0x7ff00000 + static_cast<int>(i);
+      if (rank == owner) {
+        at::Tensor value = params.at(name).detach().contiguous();
+        comm->send(value, 0, t, where() + ": sending weight '" + name + "'")
+            ->wait();
+      } else if (rank == 0) {
+        at::Tensor value =
+            at::empty(spec.sizes, at::TensorOptions().dtype(spec.dtype));
+        comm->recv(value, owner, t,
+                   where() + ": receiving weight '" + name + "'")
+            ->wait();
+        received[name] = value;
+      }
+    }
+  }
+  if (rank != 0)
+    return;
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
+  for (const std::string &name : weightOrder) {
+    auto mine = params.find(name);
+    auto theirs = received.find(name);
+    tensors.emplace_back(name, mine != params.end() ? mine->second
+                               : theirs != received.end()
+                                   ? theirs->second
+                                   : allWeights.at(name));
+  }
+  writeTensors(options.saveWeightsPath, tensors, weightsMetadata);
+  printLine("wrote the weights to " + options.saveWeightsPath);
+}
+
+/// Every parameter's gradient: those of this stage's trained ones, zeros
+/// for its frozen ones, and on rank 0 zeros for the parameters no stage
+/// uses (PyTorch's gradient is None for both). Each rank of a world of
+/// several writes its own stage's, to FILE.rankR.
+void RankRunner::saveGrads() {
+  std::vector<std::pair<std::string, at::Tensor>> grads;
+  for (const auto &[name, p] : trainable) {
+    at::Tensor g = p.grad();
+    grads.emplace_back(name, g.defined() ? g : at::zeros_like(p));
+  }
+  std::set<std::string> frozen = metadataList(weightsMetadata, kFrozenKey);
+  for (const auto &[name, p] : params)
+    if (frozen.count(name))
+      grads.emplace_back(name, at::zeros_like(p));
+  if (rank == 0) {
+    std::set<std::string> used;
+    for (int s = 0; s < plan.numStages; ++s)
+      for (const auto &[name, spec] : plan.stageParams[s])
+        used.insert(name);
+    std::set<std::string> untrained = untrainedNames(weightsMetadata);
+    for (const std::string &name : weightOrder) {
+      const at::Tensor &t = allWeights.at(name);
+      if (!used.count(name) &&
+          (isTrainable(t, name, untrained) || frozen.count(name)))
+        grads.emplace_back(name, at::zeros_like(t));
+    }
+  }
+  writeTensors(rdzv.worldSize == 1
+                   ? options.saveGradsPath
+                   : options.saveGradsPath + ".rank" + std::to_string(rank),
+               grads, {});
+}
+
+} // namespace pippy::rt

@@ -1,0 +1,74 @@
+//===- Reports.cpp - the metrics and trace files of a run -----------------===//
+
+#include "Reports.h"
+
+#include "pippy/Runtime/Program.h"
+#include "pippy/Support/AtomicFile.h"
+
+#include <nlohmann/json.hpp>
+
+namespace pippy::rt {
+
+using nlohmann::json;
+
+namespace {
+std::string dump(const json &value) {
+  return value.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+} // namespace
+
+std::string metricsJson(const RunMetrics &metrics) {
+  json steps = json::array();
+  for (const StepMetrics &s : metrics.steps)
+    steps.push_back({{"step", s.step},
+                     {"loss", s.loss},
+                     {"step_time_s", s.stepSeconds},
+                     {"samples_per_s", s.samplesPerSecond},
+                     {"rank_step_time_s", s.rankStepSeconds}});
+  return dump({{"steps", std::move(steps)},
+               {"bubble_fraction", metrics.bubbleFraction},
+               {"peak_inflight_microbatches", metrics.peakInflight},
+               {"busy_s", metrics.busySeconds},
+               {"schedule", metrics.schedule},
+               {"ranks", metrics.ranks}});
+}
+
+std::string traceEventsJson(int rank, const std::vector<TraceEvent> &events) {
+  json list = json::array();
+  for (const TraceEvent &e : events)
+    list.push_back({{"name", e.name},
+                    {"ph", "X"},
+                    {"pid", rank},
+                    {"tid", 0},
+                    {"ts", e.start},
+                    {"dur", e.duration}});
+  return list.dump();
+}
+
+std::string mergeTrace(const std::vector<std::string> &parts,
+                       const std::vector<int> &stageOfRank) {
+  json merged = json::array();
+  for (size_t r = 0; r < parts.size(); ++r) {
+    merged.push_back(
+        {{"name", "process_name"},
+         {"ph", "M"},
+         {"pid", r},
+         {"args",
+          {{"name", "rank " + std::to_string(r) + " (stage " +
+                        std::to_string(stageOfRank.at(r)) + ")"}}}});
+    json part = json::parse(parts[r], nullptr, /*allow_exceptions=*/false);
+    if (!part.is_array())
+      throw RuntimeError("rank " + std::to_string(r) +
+                         " sent a malformed trace");
+    for (json &event : part)
+      merged.push_back(std::move(event));
+  }
+  return dump({{"traceEvents", std::move(merged)}, {"displayTimeUnit", "ms"}});
+}
+
+void writeTextFile(const std::string &path, const std::string &text) {
+  if (std::string error = writeFileAtomically(path, text); !error.empty())
+    throw RuntimeError(error);
+}
+
+} // namespace pippy::rt

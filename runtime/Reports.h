@@ -1,0 +1,61 @@
+//===- Reports.h - the metrics and trace files of a run ---------*- C++ -*-===//
+//
+// Internal to runtime/: the formats of `--metrics` and `--trace`, each
+// defined here alone (DESIGN.md, "Outputs"):
+//
+//   metrics  {"steps": [{"step": 1, "loss": 2.30, "step_time_s": 0.12,
+//             "samples_per_s": 533.0, "rank_step_time_s": [...]}, ...],
+//             "bubble_fraction": 0.11, "peak_inflight_microbatches": [2, 1],
+//             "busy_s": [...], "schedule": "1f1b", "ranks": 2}
+//   trace    Chrome/Perfetto JSON: {"traceEvents": [...], "displayTimeUnit":
+//            "ms"}, one process per rank, complete events ("ph": "X") named
+//            in the action text form (`1F2`).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PIPPY_RUNTIME_REPORTS_H
+#define PIPPY_RUNTIME_REPORTS_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pippy::rt {
+
+struct StepMetrics {
+  int step = 0;
+  double loss = 0;
+  double stepSeconds = 0; ///< the slowest rank's
+  double samplesPerSecond = 0;
+  std::vector<double> rankStepSeconds;
+};
+
+struct RunMetrics {
+  std::vector<StepMetrics> steps;
+  double bubbleFraction = 0;
+  std::vector<int64_t> peakInflight; ///< per rank
+  std::vector<double> busySeconds;   ///< per rank
+  std::string schedule;
+  int ranks = 1;
+};
+
+std::string metricsJson(const RunMetrics &metrics);
+
+struct TraceEvent {
+  std::string name;
+  double start, duration; // microseconds since the common start
+};
+
+/// One rank's events, as it sends them to rank 0.
+std::string traceEventsJson(int rank, const std::vector<TraceEvent> &events);
+/// The whole trace from every rank's part (rank r's at index r), each rank
+/// named with its stage; throws RuntimeError on a malformed part.
+std::string mergeTrace(const std::vector<std::string> &parts,
+                       const std::vector<int> &stageOfRank);
+
+/// Writes `text` to `path` atomically; throws RuntimeError on failure.
+void writeTextFile(const std::string &path, const std::string &text);
+
+} // namespace pippy::rt
+
+#endif // PIPPY_RUNTIME_REPORTS_H

@@ -1,0 +1,175 @@
+//===- StagePlan.cpp - what a rank runs, read from its executable ---------===//
+
+#include "StagePlan.h"
+
+#include "pippy/Support/AtomicFile.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+namespace fs = std::filesystem;
+
+namespace pippy::rt {
+
+LoadedExecutable LoadedExecutable::read(const std::string &path) {
+  std::string bytes;
+  if (std::string error = readFile(path, bytes); !error.empty())
+    throw RuntimeError(error);
+  std::string folder = fs::path(path).parent_path().string();
+  return fromBytes(std::move(bytes), path, folder.empty() ? "." : folder);
+}
+
+LoadedExecutable LoadedExecutable::fromBytes(std::string bytes,
+                                             const std::string &name,
+                                             const std::string &folder) {
+  std::string error;
+  if (!exe::verify(reinterpret_cast<const uint8_t *>(bytes.data()),
+                   bytes.size(), error))
+    throw RuntimeError(name + ": " + error);
+  LoadedExecutable loaded;
+  loaded.bytes = std::move(bytes);
+  loaded.label = name;
+  loaded.folder = folder;
+  return loaded;
+}
+
+std::string LoadedExecutable::weightsPath(const std::string &override) const {
+  if (!override.empty())
+    return override;
+  std::string path = get().weights()->str();
+  if (path.empty() || fs::path(path).is_absolute())
+    return path;
+  return (fs::path(folder) / path).lexically_normal().string();
+}
+
+bool isExecutable(const std::string &path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec) ||
+      fs::path(path).extension() ==
+          std::string(".") + exe::ExecutableExtension())
+    return true;
+  std::ifstream in(path, std::ios::binary);
+  char head[8] = {};
+  in.read(head, sizeof(head));
+  return in.gcount() == 8 &&
+         flatbuffers::BufferHasIdentifier(head, exe::ExecutableIdentifier());
+}
+
+std::string executablePath(const std::string &path, int rank) {
+  std::error_code ec;
+  if (!fs::is_directory(path, ec))
+    return path;
+  return (fs::path(path) / exe::rankFileName(rank)).string();
+}
+
+namespace {
+
+std::vector<TensorSpec>
+specs(const flatbuffers::Vector<flatbuffers::Offset<exe::TensorSpec>> &list) {
+  std::vector<TensorSpec> result;
+  for (const exe::TensorSpec *spec : list)
+    result.push_back(toTensorSpec(*spec));
+  return result;
+}
+
+/// Groups this stage's transfers by peer stage, each in channel order.
+void readEdges(const exe::Executable &exe, StagePlan &plan) {
+  std::map<int, std::map<unsigned, const exe::Transfer *>> in, out;
+  for (const exe::Transfer *t : *exe.transfers()) {
+    if (t->consumer_stage() == plan.stage)
+      in[t->producer_stage()][t->channel()] = t;
+    if (t->producer_stage() == plan.stage)
+      out[t->consumer_stage()][t->channel()] = t;
+  }
+  auto edge = [&](int peer,
+                  const std::map<unsigned, const exe::Transfer *> &channels) {
+    Edge e;
+    e.peerStage = peer;
+    e.peerRank = plan.stageRanks.at(peer);
+    unsigned expected = 0;
+    for (const auto &[channel, t] : channels) {
+      if (channel != expected++)
+        throw RuntimeError("the transfers between stages " +
+                           std::to_string(t->producer_stage()) + " and " +
+                           std::to_string(t->consumer_stage()) +
+                           " skip channel " + std::to_string(channel - 1));
+      e.entries.push_back({t->producer_result(), t->consumer_input()});
+      e.specs.push_back(toTensorSpec(*t->spec()));
+      e.gradFlows.push_back(t->gradient());
+    }
+    return e;
+  };
+  for (const auto &[peer, channels] : in)
+    plan.recvEdges.push_back(edge(peer, channels));
+  for (const auto &[peer, channels] : out)
+    plan.sendEdges.push_back(edge(peer, channels));
+}
+
+} // namespace
+
+StagePlan StagePlan::of(const exe::Executable &exe) {
+  StagePlan plan;
+  plan.rank = exe.rank();
+  plan.numRanks = exe.num_ranks();
+  plan.numStages = static_cast<int>(exe.stage_ranks()->size());
+  plan.pipelineHash = exe.pipeline_hash();
+  plan.source = exe.source()->str();
+  plan.stageRanks.assign(exe.stage_ranks()->begin(), exe.stage_ranks()->end());
+  if (exe.stages()->size() != 1)
+    throw RuntimeError("rank " + std::to_string(plan.rank) + " holds " +
+                       std::to_string(exe.stages()->size()) +
+                       " stages; this pippy-run runs one stage per rank");
+  const exe::Stage &stage = *exe.stages()->Get(0);
+  plan.stage = stage.index();
+  plan.countedOpOffset = stage.counted_op_offset();
+  plan.inputs = specs(*exe.inputs());
+  for (const exe::StageInput *in : *stage.inputs()) {
+    plan.stageInputs.push_back({in->stage(), in->index()});
+    plan.inputGetsGrad.push_back(in->gets_gradient());
+  }
+  readEdges(exe, plan);
+  // Every input from another stage arrives by exactly one transfer.
+  std::vector<int> arrivals(plan.stageInputs.size(), 0);
+  for (const Edge &edge : plan.recvEdges)
+    for (const auto &[result, input] : edge.entries) {
+      if (input >= plan.stageInputs.size() ||
+          plan.stageInputs[input].stage != edge.peerStage ||
+          plan.stageInputs[input].index != result)
+        throw RuntimeError("a transfer from stage " +
+                           std::to_string(edge.peerStage) +
+                           " does not match the input it feeds");
+      ++arrivals[input];
+    }
+  for (size_t i = 0; i < plan.stageInputs.size(); ++i)
+    if (arrivals[i] != (plan.stageInputs[i].stage >= 0 ? 1 : 0))
+      throw RuntimeError("stage " + std::to_string(plan.stage) + " input " +
+                         std::to_string(i) + " has no transfer that brings it");
+  plan.outputStage = exe.outputs()->Get(0)->stage();
+  for (const exe::StageResult *out : *exe.outputs()) {
+    if (out->stage() != plan.outputStage)
+      throw RuntimeError("the pipeline's results come from stages " +
+                         std::to_string(plan.outputStage) + " and " +
+                         std::to_string(out->stage()) +
+                         "; they must all come from one stage");
+    plan.outputIndices.push_back(out->index());
+  }
+  for (const exe::TiedGroup *g : *exe.tied())
+    plan.tied.push_back({g->name()->str(),
+                         {g->ranks()->begin(), g->ranks()->end()},
+                         g->gets_gradient()});
+  plan.stageParams.resize(plan.numStages);
+  for (const exe::StageParameters *sp : *exe.stage_parameters())
+    for (uint32_t i = 0; i < sp->names()->size(); ++i)
+      plan.stageParams[sp->stage()].push_back(
+          {sp->names()->Get(i)->str(), toTensorSpec(*sp->specs()->Get(i))});
+  const exe::Schedule &schedule = *exe.schedule();
+  plan.scheduleKind = exe::scheduleKindText(schedule.kind());
+  plan.microbatches = schedule.microbatches();
+  plan.splitBackward = schedule.split_backward();
+  for (const exe::Action *a : *schedule.actions())
+    plan.actions.push_back({a->kind(), a->stage(), a->microbatch()});
+  return plan;
+}
+
+} // namespace pippy::rt

@@ -1,0 +1,58 @@
+//===- Training.cpp - loss and optimizer ----------------------------------===//
+
+#include "Training.h"
+
+#include "pippy/Runtime/Program.h"
+
+#include <ATen/ATen.h>
+
+namespace pippy::rt {
+
+at::Tensor computeLoss(LossKind loss, const c10::IValue &output,
+                       const at::Tensor &target) {
+  // With several outputs (a tuple or a list) the loss is taken on the
+  // first, as test/models/common.py does; with --loss none the first is
+  // the loss itself (HuggingFace's `(loss, logits)`).
+  c10::IValue first = output;
+  if (output.isTuple() && !output.toTupleRef().elements().empty())
+    first = output.toTupleRef().elements()[0];
+  else if (output.isList() && !output.toListRef().empty())
+    first = output.toListRef()[0];
+  if (loss == LossKind::None) {
+    if (!first.isTensor() || first.toTensor().numel() != 1)
+      throw RuntimeError("--loss none: forward must return the scalar loss, "
+                         "or a tuple or list whose first element is it");
+    return first.toTensor().reshape({});
+  }
+  if (!first.isTensor())
+    throw RuntimeError(std::string("--loss ") + name(loss) +
+                       ": forward must return a tensor, or a tuple or list "
+                       "whose first element is one");
+  at::Tensor out = first.toTensor();
+  if (loss == LossKind::CrossEntropy)
+    return at::cross_entropy_loss(out.flatten(0, -2), target.flatten());
+  return at::mse_loss(out, target);
+}
+
+std::unique_ptr<::torch::optim::Optimizer>
+makeOptimizer(const RunOptions &options, std::vector<at::Tensor> trainable) {
+  if (options.optimizer == OptimizerKind::Sgd) {
+    ::torch::optim::SGDOptions o(options.lr);
+    o.momentum(options.momentum.value_or(0.0));
+    o.weight_decay(options.weightDecay.value_or(0.0));
+    return std::make_unique<::torch::optim::SGD>(trainable, o);
+  }
+  ::torch::optim::AdamWOptions o(options.lr);
+  o.betas({options.beta1.value_or(0.9), options.beta2.value_or(0.999)});
+  o.eps(options.eps.value_or(1e-8));
+  o.weight_decay(options.weightDecay.value_or(0.01));
+  return std::make_unique<::torch::optim::AdamW>(trainable, o);
+}
+
+void releaseGradients(::torch::optim::Optimizer &optimizer) {
+  for (auto &group : optimizer.param_groups())
+    for (at::Tensor &p : group.params())
+      ::pippy::releaseGradient(p);
+}
+
+} // namespace pippy::rt

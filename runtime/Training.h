@@ -1,0 +1,37 @@
+//===- Training.h - loss and optimizer --------------------------*- C++ -*-===//
+//
+// Internal to runtime/: the loss of a micro-batch and the optimizer, as the
+// run's options choose them (DESIGN.md, "Loss and optimizer").
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PIPPY_RUNTIME_TRAINING_H
+#define PIPPY_RUNTIME_TRAINING_H
+
+#include "pippy/Runtime/Options.h"
+
+#include <torch/optim.h>
+
+#include <memory>
+#include <vector>
+
+namespace pippy::rt {
+
+/// The loss of one micro-batch (the mean over its rows). With several
+/// outputs (a tuple or list) the loss is taken on the first.
+at::Tensor computeLoss(LossKind loss, const c10::IValue &output,
+                       const at::Tensor &target);
+
+std::unique_ptr<::torch::optim::Optimizer>
+makeOptimizer(const RunOptions &options, std::vector<at::Tensor> params);
+
+/// Drops the optimizer's parameters' gradients before a step's first
+/// backward: autograd then stores the first micro-batch's gradient as it is
+/// instead of adding it to zeros (the same values, bit for bit), and no
+/// step writes zeros over every gradient first. Fused linears' weights keep
+/// their buffers for the next step (pippy::releaseGradient).
+void releaseGradients(::torch::optim::Optimizer &optimizer);
+
+} // namespace pippy::rt
+
+#endif // PIPPY_RUNTIME_TRAINING_H

@@ -1,0 +1,160 @@
+//===- FormatsTest.cpp - the files and options a run reads and writes -----===//
+//
+// Each format is defined in one place (Reports.h: metrics and trace;
+// Profile.h: the measured profile; TensorFile.h: the weights metadata;
+// Options.h: pippy-run's command line); these tests read back what the
+// writers write and check that malformed input is refused with a message.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pippy/Runtime/Options.h"
+#include "pippy/Support/Profile.h"
+
+#include "Reports.h"
+#include "TensorFile.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+using nlohmann::json;
+
+TEST(MetricsFormat, WritesEveryStepAndTheRunsFigures) {
+  pippy::rt::RunMetrics metrics;
+  metrics.steps.push_back({1, 2.5, 0.25, 64.0, {0.2, 0.25}});
+  metrics.steps.push_back({2, 2.25, 0.125, 128.0, {0.125, 0.1}});
+  metrics.bubbleFraction = 0.111;
+  metrics.peakInflight = {2, 1};
+  metrics.busySeconds = {0.3, 0.28};
+  metrics.schedule = "1f1b";
+  metrics.ranks = 2;
+  json j = json::parse(pippy::rt::metricsJson(metrics));
+  ASSERT_EQ(j["steps"].size(), 2u);
+  EXPECT_EQ(j["steps"][1]["step"], 2);
+  EXPECT_DOUBLE_EQ(j["steps"][1]["loss"].get<double>(), 2.25);
+  EXPECT_DOUBLE_EQ(j["steps"][0]["step_time_s"].get<double>(), 0.25);
+  EXPECT_DOUBLE_EQ(j["steps"][0]["samples_per_s"].get<double>(), 64.0);
+  EXPECT_EQ(j["steps"][0]["rank_step_time_s"].size(), 2u);
+  EXPECT_DOUBLE_EQ(j["bubble_fraction"].get<double>(), 0.111);
+  EXPECT_EQ(j["peak_inflight_microbatches"], json({2, 1}));
+  EXPECT_EQ(j["schedule"], "1f1b");
+  EXPECT_EQ(j["ranks"], 2);
+}
+
+TEST(TraceFormat, MergesRanksIntoOneChromeTrace) {
+  std::vector<std::string> parts = {
+      pippy::rt::traceEventsJson(0, {{"0F0", 0.0, 10.0}, {"0B0", 30.0, 20.0}}),
+      pippy::rt::traceEventsJson(1, {{"1F0", 12.0, 8.0}})};
+  json trace = json::parse(pippy::rt::mergeTrace(parts, {0, 1}));
+  int complete = 0;
+  for (const json &event : trace["traceEvents"]) {
+    if (event["ph"] != "X")
+      continue;
+    ++complete;
+    if (event["name"] == "1F0") {
+      EXPECT_EQ(event["pid"], 1);
+      EXPECT_DOUBLE_EQ(event["ts"].get<double>(), 12.0);
+      EXPECT_DOUBLE_EQ(event["dur"].get<double>(), 8.0);
+    }
+  }
+  EXPECT_EQ(complete, 3);
+  EXPECT_THROW(pippy::rt::mergeTrace({"{not json", parts[1]}, {0, 1}),
+               pippy::RuntimeError);
+}
+
+TEST(ProfileFormat, RoundTripsAndDefaultsBackwardToTwiceForward) {
+  pippy::profile::Profile profile;
+  profile.transferNsPerByte = 0.5;
+  profile.microbatchesMeasured = 6;
+  profile.ops.push_back({0, "torch.aten.linear", 0, 12.5, 20.0});
+  profile.ops.push_back({1, "torch.aten.relu", 1, 1.5, std::nullopt});
+  std::string error;
+  auto back = pippy::profile::parse(pippy::profile::write(profile), error);
+  ASSERT_TRUE(back) << error;
+  EXPECT_DOUBLE_EQ(back->transferNsPerByte, 0.5);
+  EXPECT_EQ(back->microbatchesMeasured, 6);
+  ASSERT_EQ(back->ops.size(), 2u);
+  EXPECT_EQ(back->ops[0].op, "torch.aten.linear");
+  EXPECT_DOUBLE_EQ(*back->ops[0].backwardUs, 20.0);
+  EXPECT_EQ(back->ops[1].stage, 1);
+  EXPECT_FALSE(back->ops[1].backwardUs.has_value());
+}
+
+TEST(ProfileFormat, RefusesMalformedProfiles) {
+  std::string error;
+  EXPECT_FALSE(pippy::profile::parse("[1, 2", error));
+  EXPECT_FALSE(error.empty());
+  error.clear();
+  EXPECT_FALSE(pippy::profile::parse(
+      R"({"format": "something-else", "version": 1, "ops": []})", error));
+  EXPECT_FALSE(error.empty());
+  error.clear();
+  EXPECT_FALSE(pippy::profile::parse(
+      R"({"format": "pippy-profile", "version": 1, "ops": [{"index": 0}]})",
+      error));
+  EXPECT_FALSE(error.empty());
+}
+
+TEST(WeightsMetadata, BuffersAndFrozenTensorsAreNotTrained) {
+  std::map<std::string, std::string> metadata = {
+      {pippy::rt::kBuffersKey, R"(["bn.running_mean"])"},
+      {pippy::rt::kFrozenKey, R"(["emb.weight"])"}};
+  std::set<std::string> untrained = pippy::rt::untrainedNames(metadata);
+  EXPECT_EQ(untrained,
+            (std::set<std::string>{"bn.running_mean", "emb.weight"}));
+  at::Tensor floats = at::zeros({2});
+  EXPECT_TRUE(pippy::rt::isTrainable(floats, "fc.weight", untrained));
+  EXPECT_FALSE(pippy::rt::isTrainable(floats, "emb.weight", untrained));
+  EXPECT_FALSE(
+      pippy::rt::isTrainable(at::zeros({2}, at::kLong), "steps", untrained));
+}
+
+std::optional<pippy::RunOptions> parse(std::vector<std::string> args,
+                                       std::string &message) {
+  args.insert(args.begin(), "pippy-run");
+  int exitCode = 0;
+  return pippy::parseRunOptions(args, message, exitCode);
+}
+
+TEST(RunOptions, ParsesChoicesOnceIntoEnums) {
+  std::string message;
+  auto options = parse({"exe/", "--schedule", "gpipe", "--loss=mse",
+                        "--optimizer", "adamw", "--microbatches", "4",
+                        "--backend", "nccl", "--defer-weight-grads"},
+                       message);
+  ASSERT_TRUE(options) << message;
+  EXPECT_EQ(options->programPath, "exe/");
+  EXPECT_EQ(*options->schedule, pippy::ScheduleKind::GPipe);
+  EXPECT_EQ(options->loss, pippy::LossKind::Mse);
+  EXPECT_EQ(options->optimizer, pippy::OptimizerKind::AdamW);
+  EXPECT_EQ(*options->microbatches, 4);
+  EXPECT_EQ(options->backend, pippy::Backend::Nccl);
+  EXPECT_TRUE(*options->deferWeightGrads);
+  // What is not given stays unset, so that executables supply it.
+  auto plain = parse({"exe/"}, message);
+  ASSERT_TRUE(plain);
+  EXPECT_FALSE(plain->schedule || plain->microbatches || plain->nproc ||
+               plain->deferWeightGrads);
+}
+
+TEST(RunOptions, RefusesBadValuesWithOneLine) {
+  std::string message;
+  EXPECT_FALSE(parse({"exe/", "--schedule", "zigzag"}, message));
+  EXPECT_EQ(message,
+            "pippy-run: error: unknown --schedule 'zigzag'; expected gpipe "
+            "or 1f1b\n");
+  EXPECT_FALSE(parse({"exe/", "--microbatches", "0"}, message));
+  EXPECT_NE(message.find("--microbatches"), std::string::npos) << message;
+  EXPECT_FALSE(parse({"exe/", "--backend", "mpi"}, message));
+  EXPECT_NE(message.find("gloo or nccl"), std::string::npos) << message;
+  EXPECT_FALSE(parse({"exe/", "--resume"}, message));
+  EXPECT_EQ(message, "pippy-run: error: --resume needs --checkpoint-dir\n");
+  EXPECT_FALSE(parse({"exe/", "--steps"}, message));
+  EXPECT_NE(message.find("needs a value"), std::string::npos) << message;
+  EXPECT_FALSE(parse({"a/", "b/"}, message));
+  EXPECT_NE(message.find("more than one program"), std::string::npos);
+}
+
+} // namespace
