@@ -76,7 +76,12 @@ void RankRunner::loadWeights() {
     throw RuntimeError(executable.name() +
                        " names no weights file; pass --weights");
   }
-  TensorFile file = readTensors(weightsPath);
+  // Rank 0 keeps every weight (it saves the whole model); the others read
+  // their stage's.
+  std::set<std::string> mine;
+  for (const auto &[name, spec] : program->parameters())
+    mine.insert(name);
+  TensorFile file = readTensors(weightsPath, rank == 0 ? nullptr : &mine);
   weightsMetadata = file.metadata;
   weightOrder = file.order;
   std::set<std::string> untrained = untrainedNames(file.metadata);

@@ -14,7 +14,8 @@ namespace st = ::pippy::safetensors;
 
 namespace pippy::rt {
 
-TensorFile readTensors(const std::string &path) {
+TensorFile readTensors(const std::string &path,
+                       const std::set<std::string> *only) {
   std::string error;
   std::optional<st::File> file = st::File::open(path, error);
   if (!file)
@@ -22,6 +23,8 @@ TensorFile readTensors(const std::string &path) {
   TensorFile result;
   result.metadata = file->metadata();
   for (const st::TensorInfo &info : file->tensors()) {
+    if (only && !only->count(info.name))
+      continue;
     std::optional<at::ScalarType> dtype = toScalarType(info.dtype);
     if (!dtype)
       throw RuntimeError(path + ": tensor '" + info.name + "' has dtype " +

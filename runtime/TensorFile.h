@@ -26,8 +26,11 @@ struct TensorFile {
   std::map<std::string, std::string> metadata;
 };
 
-/// Reads every tensor of a safetensors file; errors name the file.
-TensorFile readTensors(const std::string &path);
+/// Reads the tensors of a safetensors file (those named in `only`, where
+/// given: the file is mapped, so the others are not even read); errors name
+/// the file.
+TensorFile readTensors(const std::string &path,
+                       const std::set<std::string> *only = nullptr);
 /// Writes atomically (a temporary file, then a rename).
 void writeTensors(
     const std::string &path,

@@ -18,9 +18,10 @@ runtime="${2:-$repo/build-runtime-only}"
 jobs="${JOBS:-$(nproc)}"
 
 echo "runtime-only build in $runtime"
+mkdir -p "$runtime"
 cmake -S "$repo" -B "$runtime" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DPIPPY_RUNTIME_ONLY=ON >"$runtime.configure.log" 2>&1 ||
-  { cat "$runtime.configure.log"; exit 1; }
+  -DPIPPY_RUNTIME_ONLY=ON >"$runtime/configure.log" 2>&1 ||
+  { cat "$runtime/configure.log"; exit 1; }
 cmake --build "$runtime" -j "$jobs" --target pippy-run
 
 # Every command ninja would run for pippy-run: compiles and links.

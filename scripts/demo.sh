@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make demo`: import the embedded default model (examples/gpt), split it into
-# two stages, train it with 1F1B on two local processes, and write the trace.
+# two stages, lower them to stage executables, train them with 1F1B on two
+# local processes, and write the trace.
 set -euo pipefail
 build=${1:-build}
 bin="$build/bin"
@@ -21,9 +22,13 @@ echo "== pippy-opt --pippy-split: two balanced stages"
   -o "$out/gpt.pipe.mlir"
 "$bin/pippy-opt" "$out/gpt.pipe.mlir" --pippy-report -o /dev/null
 
-echo "== pippy-run: 2 processes, 1F1B, 40 steps of 4 micro-batches, AdamW"
+echo "== lowering: one stage executable per rank (1F1B, 4 micro-batches)"
 "$bin/pippy-run" "$out/gpt.pipe.mlir" --nproc 2 --schedule 1f1b \
-  --microbatches 4 --steps 40 --data "$out/data.safetensors" \
+  --microbatches 4 --emit-executables "$out/exe"
+"$bin/pippy-opt" --print-executable "$out/exe/rank0.pipx" | sed -n '2,8p'
+
+echo "== pippy-run: 2 processes from the executables, 40 steps, AdamW"
+"$bin/pippy-run" "$out/exe" --steps 40 --data "$out/data.safetensors" \
   --loss cross_entropy --optimizer adamw --lr 0.003 \
   --metrics "$out/metrics.json" --trace "$out/trace.json" \
   --save-weights "$out/gpt.trained.safetensors"

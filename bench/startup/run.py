@@ -9,12 +9,19 @@ by pippy-opt. Each job is a one-micro-batch `--infer` on as many ranks, so
 its wall time is the ranks' start-up plus one small pipelined forward; the
 jobs run interleaved, --rounds times each, and the medians are compared.
 
+With --per-rank (needs strace), each job also runs under `strace -f -ttt`
+and every rank's start-up is split at the opening of its program file and
+of the data file (which a rank opens once its program and weights are
+loaded, before the ranks connect): process start to data, and program to
+data, which is pippy's own part.
+
     /usr/bin/python3 bench/startup/run.py --new-bin build/bin --old-bin OLD/bin
 
 Needs torch (to write the weights): /usr/bin/python3 here.
 """
 import argparse
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -34,6 +41,27 @@ def run(cmd, env=None):
         sys.exit(f"failed ({proc.returncode}): {' '.join(cmd)}\n"
                  f"{proc.stdout}{proc.stderr}")
     return elapsed
+
+
+def per_rank(cmd, program_name, trace):
+    """Medians over the ranks: (exec -> data open, program open -> data open)."""
+    subprocess.run(["strace", "-f", "-ttt", "-e", "trace=execve,openat",
+                    "-o", trace] + cmd, capture_output=True, check=True)
+    start, program, data = {}, {}, {}
+    for line in open(trace):
+        m = re.match(r"(\d+)\s+([\d.]+)\s+(\w+)\((.*)", line)
+        if not m:
+            continue
+        pid, t, call, rest = m.group(1), float(m.group(2)), m.group(3), m.group(4)
+        if call == "execve":
+            start.setdefault(pid, t)
+        elif call == "openat" and program_name in rest:
+            program.setdefault(pid, t)
+        elif call == "openat" and "input.safetensors" in rest:
+            data.setdefault(pid, t)
+    ranks = [p for p in data if p in program and p in start]
+    return (statistics.median(data[p] - start[p] for p in ranks),
+            statistics.median(data[p] - program[p] for p in ranks))
 
 
 def prepare(work, args):
@@ -66,6 +94,8 @@ def main():
     parser.add_argument("--stages", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--workdir")
+    parser.add_argument("--per-rank", action="store_true",
+                        help="also split each rank's start-up (strace)")
     args = parser.parse_args()
     work = args.workdir or tempfile.mkdtemp(prefix="pippy-startup-")
     os.makedirs(work, exist_ok=True)
@@ -97,6 +127,17 @@ def main():
         old = medians["IR on every rank (old)"]
         print(f"start-up to first forward, old / executables: "
               f"{old / medians['executables']:.2f}x")
+    if args.per_rank:
+        trace = os.path.join(work, "strace.out")
+        programs = {"executables": ".pipx",
+                    "IR, lowered by the launcher": ".pipx"}
+        for _ in range(3):
+            for name, cmd in jobs.items():
+                total, own = per_rank(
+                    cmd + ["--infer", "--data", data, "--output", out],
+                    programs.get(name, "pipe.mlir"), trace)
+                print(f"{name:30s} per rank: exec -> data {total:.2f} s, "
+                      f"program -> data {own:.2f} s")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -80,6 +81,41 @@ ReadError readFileBytes(const std::string &path, std::string &bytes) {
   }
   close(fd);
   return {};
+}
+
+FileBytes::FileBytes(std::string text) {
+  auto owned = std::make_shared<const std::string>(std::move(text));
+  bytes = *owned;
+  owner = std::move(owned);
+}
+
+std::optional<FileBytes> FileBytes::open(const std::string &path,
+                                         ReadError &error) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    error = {errno, /*opening=*/true};
+    return std::nullopt;
+  }
+  struct stat info;
+  if (fstat(fd, &info) == 0 && S_ISREG(info.st_mode) && info.st_size > 0) {
+    size_t size = static_cast<size_t>(info.st_size);
+    void *map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map != MAP_FAILED) {
+      std::shared_ptr<const void> owner(
+          map, [size](const void *p) { munmap(const_cast<void *>(p), size); });
+      return FileBytes(std::move(owner),
+                       std::string_view(static_cast<const char *>(map), size));
+    }
+  } else {
+    close(fd);
+  }
+  // Not mappable (empty, a pipe, a device): read it.
+  std::string text;
+  error = readFileBytes(path, text);
+  if (error.code)
+    return std::nullopt;
+  return FileBytes(std::move(text));
 }
 
 std::string readFile(const std::string &path, std::string &bytes) {

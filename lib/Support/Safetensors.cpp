@@ -199,11 +199,6 @@ private:
   }
 };
 
-/// Reads all of `path`; an error message (strerror's text) or empty.
-std::string readWholeFile(const std::string &path, std::string &bytes) {
-  pippy::ReadError error = pippy::readFileBytes(path, bytes);
-  return error.code ? std::strerror(error.code) : "";
-}
 
 } // namespace
 
@@ -212,16 +207,18 @@ std::string readWholeFile(const std::string &path, std::string &bytes) {
 //===----------------------------------------------------------------------===//
 
 std::optional<File> File::open(const std::string &path, std::string &error) {
-  std::string bytes;
-  if (std::string message = readWholeFile(path, bytes); !message.empty()) {
-    error = path + ": cannot read: " + message;
+  pippy::ReadError readError;
+  std::optional<FileBytes> bytes = FileBytes::open(path, readError);
+  if (!bytes) {
+    error = path + ": cannot read: " + std::strerror(readError.code);
     return std::nullopt;
   }
-  return parse(std::move(bytes), path, error);
+  return parse(std::move(*bytes), path, error);
 }
 
-std::optional<File> File::parse(std::string bytes, const std::string &name,
+std::optional<File> File::parse(FileBytes file, const std::string &name,
                                 std::string &error) {
+  std::string_view bytes = file.view();
   auto fail = [&](const std::string &message) -> std::optional<File> {
     error = name + ": " + message;
     return std::nullopt;
@@ -241,7 +238,7 @@ std::optional<File> File::parse(std::string bytes, const std::string &name,
     return fail("header length " + std::to_string(headerSize) +
                 " is larger than the " + std::to_string(fileSize - 8) +
                 " bytes after the length");
-  std::string_view header = std::string_view(bytes).substr(8, headerSize);
+  std::string_view header = bytes.substr(8, headerSize);
   uint64_t dataSize = fileSize - 8 - headerSize;
 
   unsigned depth = nestingDepth(header, kMaxHeaderDepth);
@@ -267,7 +264,7 @@ std::optional<File> File::parse(std::string bytes, const std::string &name,
   if (builder.duplicate)
     return fail("header has duplicate key " + singleQuoted(*builder.duplicate));
 
-  File file;
+  File result;
   std::string message;
   for (const auto &[key, value] : root.get_ref<const Json::object_t &>()) {
     if (key == kMetadataKey) {
@@ -275,21 +272,21 @@ std::optional<File> File::parse(std::string bytes, const std::string &name,
           parseMetadata(value, message);
       if (!metadata)
         return fail(message);
-      file.metadataMap = std::move(*metadata);
+      result.metadataMap = std::move(*metadata);
       continue;
     }
     std::optional<TensorInfo> info = parseTensor(key, value, dataSize, message);
     if (!info)
       return fail(message);
-    file.tensorList.push_back(std::move(*info));
+    result.tensorList.push_back(std::move(*info));
   }
-  message = checkCoverage(file.tensorList, dataSize);
+  message = checkCoverage(result.tensorList, dataSize);
   if (!message.empty())
     return fail(message);
 
-  file.bytes = std::move(bytes);
-  file.dataStart = 8 + headerSize;
-  return file;
+  result.bytes = std::move(file);
+  result.dataStart = 8 + headerSize;
+  return result;
 }
 
 const TensorInfo *File::find(std::string_view name) const {
@@ -300,6 +297,7 @@ const TensorInfo *File::find(std::string_view name) const {
 }
 
 std::string_view File::data(const TensorInfo &tensor) const {
+  std::string_view bytes = this->bytes.view();
   if (bytes.size() < dataStart)
     return {};
   uint64_t dataSize = bytes.size() - dataStart;
@@ -307,6 +305,6 @@ std::string_view File::data(const TensorInfo &tensor) const {
          "tensor is not of this file");
   if (tensor.begin > tensor.end || tensor.end > dataSize)
     return {};
-  return std::string_view(bytes).substr(dataStart + tensor.begin,
+  return bytes.substr(dataStart + tensor.begin,
                                         tensor.end - tensor.begin);
 }

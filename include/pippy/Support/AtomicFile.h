@@ -6,6 +6,9 @@
 // never share it), which is then renamed over it. A reader sees the old
 // file or the new one, never a part; a failure leaves the old one as it was.
 //
+// Reading goes through `readFileBytes` (or `FileBytes`, which maps large
+// files instead of copying them).
+//
 // No LLVM or libtorch: the runtime-only build uses it too.
 //
 //===----------------------------------------------------------------------===//
@@ -13,6 +16,8 @@
 #ifndef PIPPY_SUPPORT_ATOMICFILE_H
 #define PIPPY_SUPPORT_ATOMICFILE_H
 
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -30,6 +35,25 @@ struct ReadError {
 };
 /// Reads the whole of `path` into `bytes` (the one file reader of pippy).
 ReadError readFileBytes(const std::string &path, std::string &bytes);
+
+/// A file's bytes, mapped read-only where the file can be mapped (pages are
+/// read when touched) and read into memory otherwise. Shared: copies view
+/// the same bytes, which stay until the last copy goes.
+class FileBytes {
+public:
+  /// The bytes of `path`, or none with `error` set.
+  static std::optional<FileBytes> open(const std::string &path,
+                                       ReadError &error);
+  /// Bytes already in memory.
+  explicit FileBytes(std::string bytes = std::string());
+  std::string_view view() const { return bytes; }
+
+private:
+  FileBytes(std::shared_ptr<const void> owner, std::string_view bytes)
+      : owner(std::move(owner)), bytes(bytes) {}
+  std::shared_ptr<const void> owner;
+  std::string_view bytes;
+};
 
 /// readFileBytes with its error as a message
 /// ("cannot open input file 'PATH': No such file or directory"), or empty.

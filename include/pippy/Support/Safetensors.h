@@ -22,6 +22,8 @@
 #ifndef PIPPY_SUPPORT_SAFETENSORS_H
 #define PIPPY_SUPPORT_SAFETENSORS_H
 
+#include "pippy/Support/AtomicFile.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -76,6 +78,10 @@ public:
   static std::optional<File> open(const std::string &path, std::string &error);
   /// Validates bytes already in memory; `name` is used in errors.
   static std::optional<File> parse(std::string bytes, const std::string &name,
+                                   std::string &error) {
+    return parse(FileBytes(std::move(bytes)), name, error);
+  }
+  static std::optional<File> parse(FileBytes bytes, const std::string &name,
                                    std::string &error);
 
   /// Tensors in header order.
@@ -92,7 +98,7 @@ public:
 private:
   File() = default;
 
-  std::string bytes;
+  FileBytes bytes; ///< a file is mapped, not copied
   uint64_t dataStart = 0;
   std::vector<TensorInfo> tensorList;
   std::map<std::string, std::string> metadataMap;
