@@ -12,6 +12,7 @@
 
 #include "pippy/Executable/Format.h"
 
+#include <cstdint>
 #include <limits>
 #include <set>
 
@@ -34,6 +35,10 @@ public:
       return fail(what + " has no tensor type");
     if (spec->dtype() > DType::MAX)
       return fail(what + " has an unknown dtype");
+    // FlatBuffers checks a vector's length for alignment, not its 8-byte
+    // elements: a crafted file could have them read misaligned.
+    if (reinterpret_cast<uintptr_t>(spec->sizes()->data()) % alignof(int64_t))
+      return fail(what + " has misaligned sizes");
     for (int64_t size : *spec->sizes())
       if (size < 0)
         return fail(what + " has a negative size");

@@ -31,7 +31,8 @@ std::string rankFileName(int rank);
 
 /// Checks that `data` holds a stage executable of kFormatVersion whose every
 /// index, enum and size is in range, so that a reader can follow them
-/// without further checks. Returns the root, or null with `error` set to
+/// without further checks. `data` must be 8-byte aligned, as allocated
+/// memory is. Returns the root, or null with `error` set to
 /// one line ("not a pippy stage executable", "truncated or corrupt", ...).
 const Executable *verify(const uint8_t *data, size_t size, std::string &error);
 
