@@ -37,7 +37,8 @@ public:
       return fail(what + " has an unknown dtype");
     // FlatBuffers checks a vector's length for alignment, not its 8-byte
     // elements: a crafted file could have them read misaligned.
-    if (reinterpret_cast<uintptr_t>(spec->sizes()->data()) % alignof(int64_t))
+    if (spec->sizes()->size() > 0 &&
+        reinterpret_cast<uintptr_t>(spec->sizes()->data()) % alignof(int64_t))
       return fail(what + " has misaligned sizes");
     for (int64_t size : *spec->sizes())
       if (size < 0)
