@@ -8,6 +8,8 @@
 
 #include "pippy/Runtime/Options.h"
 
+#include "pippy/Executable/Format.h"
+
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -31,9 +33,7 @@ const char *name(OptimizerKind kind) {
   return kind == OptimizerKind::Sgd ? "sgd" : "adamw";
 }
 
-const char *name(ScheduleKind kind) {
-  return kind == ScheduleKind::GPipe ? "gpipe" : "1f1b";
-}
+const char *name(ScheduleKind kind) { return exe::scheduleKindText(kind); }
 
 const char *name(Backend backend) {
   return backend == Backend::Gloo ? "gloo" : "nccl";

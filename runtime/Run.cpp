@@ -16,6 +16,7 @@
 #include "pippy/Runtime/Launcher.h"
 #include "pippy/Support/AtomicFile.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -68,9 +69,8 @@ void writeExecutables(const std::vector<std::string> &ranks,
 
 /// What executables baked in must agree with the options given again; the
 /// ranks per node default to the executables' world.
-void agreeWithExecutables(RunOptions &options) {
-  rt::LoadedExecutable first =
-      rt::LoadedExecutable::read(rt::executablePath(options.programPath, 0));
+void agreeWithExecutables(RunOptions &options,
+                          const rt::LoadedExecutable &first) {
   const exe::Executable &exe = first.get();
   const exe::Schedule &schedule = *exe.schedule();
   auto differ = [&](const std::string &what, const std::string &baked) {
@@ -89,7 +89,7 @@ void agreeWithExecutables(RunOptions &options) {
                std::to_string(options.nnodes),
            std::to_string(world) + (world == 1 ? " rank" : " ranks"));
   std::string kind = exe::scheduleKindText(schedule.kind());
-  if (options.schedule && kind != name(*options.schedule))
+  if (options.schedule && schedule.kind() != *options.schedule)
     differ(std::string("--schedule ") + name(*options.schedule),
            "schedule " + kind);
   if (options.microbatches && *options.microbatches != schedule.microbatches())
@@ -105,13 +105,10 @@ void agreeWithExecutables(RunOptions &options) {
     differ("--schedule-file", "schedule " + kind);
 }
 
-/// Reads rank `rank`'s executable under `path` and checks that it is that
-/// rank's, of a world of `world`, and (where `hash` is given) of the same
-/// lowering as the others.
-rt::LoadedExecutable readRank(const std::string &path, int rank, int world,
-                              std::optional<uint64_t> hash) {
-  rt::LoadedExecutable loaded =
-      rt::LoadedExecutable::read(rt::executablePath(path, rank));
+/// Checks that `loaded` is rank `rank`'s executable, of a world of `world`,
+/// and (where `hash` is given) of the same lowering as the others.
+void checkRank(const rt::LoadedExecutable &loaded, int rank, int world,
+               std::optional<uint64_t> hash, const std::string &path) {
   const exe::Executable &exe = loaded.get();
   if (exe.rank() != rank || exe.num_ranks() != world)
     throw RuntimeError(loaded.name() + " is rank " +
@@ -123,19 +120,27 @@ rt::LoadedExecutable readRank(const std::string &path, int rank, int world,
                        rt::executablePath(path, 0) +
                        " (their pipeline hashes differ); lower the pipeline "
                        "again into one folder");
+}
+
+/// Reads rank `rank`'s executable under `path` and checks it (checkRank).
+rt::LoadedExecutable readRank(const std::string &path, int rank, int world,
+                              std::optional<uint64_t> hash) {
+  rt::LoadedExecutable loaded =
+      rt::LoadedExecutable::read(rt::executablePath(path, rank));
+  checkRank(loaded, rank, world, hash, path);
   return loaded;
 }
 
 /// Before spawning: every rank of this node has its executable, of one
 /// lowering.
-void checkNodeExecutables(const RunOptions &options) {
-  rt::LoadedExecutable first =
-      rt::LoadedExecutable::read(rt::executablePath(options.programPath, 0));
+void checkNodeExecutables(const RunOptions &options,
+                          const rt::LoadedExecutable &first) {
   int world = first.get().num_ranks();
   uint64_t hash = first.get().pipeline_hash();
+  checkRank(first, 0, world, hash, options.programPath);
   int perNode = options.ranksPerNode();
-  for (int r = options.nodeRank * perNode; r < (options.nodeRank + 1) * perNode;
-       ++r)
+  for (int r = std::max(options.nodeRank * perNode, 1);
+       r < (options.nodeRank + 1) * perNode; ++r)
     readRank(options.programPath, r, world, hash);
 }
 
@@ -222,17 +227,27 @@ int run(int argc, char **argv, Compiler *compiler) {
   }
   if (options.dataPath.empty())
     throw RuntimeError("--data FILE is required");
+  // Rank 0's executable, read once: the options are checked against it, and
+  // rank 0 runs it when this process is rank 0.
+  std::optional<rt::LoadedExecutable> first;
   if (!isIR && !std::getenv(kExecutablesVariable)) {
-    agreeWithExecutables(options);
+    first =
+        rt::LoadedExecutable::read(rt::executablePath(options.programPath, 0));
+    agreeWithExecutables(options, *first);
     if (!Rendezvous::rankIsSet())
-      checkNodeExecutables(options);
+      checkNodeExecutables(options, *first);
   }
   std::optional<Rendezvous> rdzv = Rendezvous::fromEnvironment();
   if (!rdzv && options.ranksPerNode() * options.nnodes > 1)
     return launchRanks(options, compiler, isIR, args);
   Rendezvous one;
-  runRank(options, rdzv ? *rdzv : one, [&] {
-    return loadRank(options, compiler, isIR, rdzv ? *rdzv : one);
+  const Rendezvous &me = rdzv ? *rdzv : one;
+  runRank(options, me, [&] {
+    if (first && me.rank == 0) {
+      checkRank(*first, 0, me.worldSize, std::nullopt, options.programPath);
+      return std::move(*first);
+    }
+    return loadRank(options, compiler, isIR, me);
   });
   return 0;
 }

@@ -199,7 +199,6 @@ private:
   }
 };
 
-
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -305,6 +304,5 @@ std::string_view File::data(const TensorInfo &tensor) const {
          "tensor is not of this file");
   if (tensor.begin > tensor.end || tensor.end > dataSize)
     return {};
-  return bytes.substr(dataStart + tensor.begin,
-                                        tensor.end - tensor.begin);
+  return bytes.substr(dataStart + tensor.begin, tensor.end - tensor.begin);
 }

@@ -17,6 +17,8 @@
 #ifndef PIPPY_RUNTIME_OPTIONS_H
 #define PIPPY_RUNTIME_OPTIONS_H
 
+#include "pippy/Executable/Executable_generated.h"
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,7 +27,9 @@ namespace pippy {
 
 enum class LossKind { CrossEntropy, Mse, None };
 enum class OptimizerKind { Sgd, AdamW };
-enum class ScheduleKind { GPipe, OneFOneB };
+/// The executables' own enum: --schedule takes gpipe or 1f1b (a custom
+/// schedule comes with --schedule-file).
+using ScheduleKind = exe::ScheduleKind;
 enum class Backend { Gloo, Nccl };
 
 /// The command-line spelling of each choice ("cross_entropy", "adamw",
