@@ -32,9 +32,25 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <dlfcn.h>
 #include <unistd.h>
 
 namespace pippy::rt {
+
+namespace {
+
+/// ATen's thread count, and OpenBLAS's where libtorch uses it: OpenBLAS
+/// reads OMP_NUM_THREADS once, when it loads, and a forked rank has the
+/// launcher's loaded copy.
+void setThreads(int threads) {
+  at::set_num_threads(threads);
+  using SetBlasThreads = void (*)(int);
+  if (auto set = reinterpret_cast<SetBlasThreads>(
+          dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
+    set(threads);
+}
+
+} // namespace
 
 RankRunner::RankRunner(const RunOptions &options, const Rendezvous &rdzv,
                        LoadedExecutable loaded)
@@ -43,7 +59,7 @@ RankRunner::RankRunner(const RunOptions &options, const Rendezvous &rdzv,
       prefixOwnLines(!std::getenv("PIPPY_LAUNCHED")) {}
 
 void RankRunner::run() {
-  at::set_num_threads(options.threads);
+  setThreads(options.threads);
   if (plan.rank != rank)
     throw RuntimeError(executable.name() + " is rank " +
                        std::to_string(plan.rank) + "'s executable, not rank " +

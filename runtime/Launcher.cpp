@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <vector>
 
 extern char **environ;
 
@@ -99,6 +100,25 @@ std::string describeExit(int status) {
 volatile sig_atomic_t interrupted = 0;
 void onSignal(int sig) { interrupted = sig; }
 
+/// The child side of a fork: the rank's output pipes and environment, the
+/// default signal handling the launcher replaced, then the rank itself.
+[[noreturn]] void becomeRank(int out[2], int err[2],
+                             std::vector<std::string> &env,
+                             const std::function<int()> &rankMain) {
+  dup2(out[1], STDOUT_FILENO);
+  dup2(err[1], STDERR_FILENO);
+  for (int fd : {out[0], out[1], err[0], err[1]})
+    close(fd);
+  for (int sig : {SIGINT, SIGTERM, SIGPIPE})
+    std::signal(sig, SIG_DFL);
+  clearenv();
+  for (std::string &kv : env)
+    putenv(kv.data());
+  int code = rankMain();
+  std::fflush(nullptr);
+  _exit(code);
+}
+
 } // namespace
 
 namespace pippy {
@@ -107,7 +127,7 @@ bool shouldLaunch(const LaunchOptions &options) {
   return !Rendezvous::rankIsSet() && options.nproc * options.nnodes > 1;
 }
 
-int launch(const LaunchOptions &options, const std::vector<std::string> &argv) {
+int launch(const LaunchOptions &options, const std::function<int()> &rankMain) {
   int world = options.nproc * options.nnodes;
   if (options.nproc < 1 || options.nnodes < 1 || options.nodeRank < 0 ||
       options.nodeRank >= options.nnodes) {
@@ -197,29 +217,14 @@ int launch(const LaunchOptions &options, const std::vector<std::string> &argv) {
     if (options.nnodes == 1)
       env.push_back("PIPPY_STORE=" + storePath);
 
+    std::fflush(nullptr); // nothing buffered here is written twice
     pid_t pid = fork();
     if (pid < 0) {
       std::perror("pippy-run: error: fork");
       return 1;
     }
-    if (pid == 0) {
-      dup2(out[1], STDOUT_FILENO);
-      dup2(err[1], STDERR_FILENO);
-      close(out[0]);
-      close(out[1]);
-      close(err[0]);
-      close(err[1]);
-      std::vector<char *> args, envp;
-      for (const std::string &a : argv)
-        args.push_back(const_cast<char *>(a.c_str()));
-      args.push_back(nullptr);
-      for (std::string &e : env)
-        envp.push_back(e.data());
-      envp.push_back(nullptr);
-      execve("/proc/self/exe", args.data(), envp.data());
-      std::perror("pippy-run: error: exec");
-      _exit(127);
-    }
+    if (pid == 0)
+      becomeRank(out, err, env, rankMain);
     close(out[1]);
     close(err[1]);
     r.pid = pid;

@@ -116,7 +116,7 @@ void checkRank(const rt::LoadedExecutable &loaded, int rank, int world,
                        std::to_string(exe.num_ranks()) + ", not rank " +
                        std::to_string(rank) + "'s of " + std::to_string(world));
   if (hash && exe.pipeline_hash() != *hash)
-    throw RuntimeError(loaded.name() + " is of another lowering than " +
+    throw RuntimeError(loaded.name() + " is of another pipeline than " +
                        rt::executablePath(path, 0) +
                        " (their pipeline hashes differ); lower the pipeline "
                        "again into one folder");
@@ -160,7 +160,7 @@ rt::LoadedExecutable loadRank(const RunOptions &options, Compiler *compiler,
 
 /// Spawns the local ranks; IR is lowered once, into a private folder.
 int launchRanks(RunOptions &options, Compiler *compiler, bool isIR,
-                const std::vector<std::string> &argv) {
+                const std::function<int()> &rankMain) {
   LaunchOptions launch;
   launch.nproc = options.ranksPerNode();
   launch.nnodes = options.nnodes;
@@ -182,7 +182,7 @@ int launchRanks(RunOptions &options, Compiler *compiler, bool isIR,
                      folder);
     setenv(kExecutablesVariable, folder.c_str(), 1);
   }
-  int code = pippy::launch(launch, argv);
+  int code = pippy::launch(launch, rankMain);
   if (!folder.empty()) {
     std::error_code ec;
     fs::remove_all(folder, ec);
@@ -239,7 +239,8 @@ int run(int argc, char **argv, Compiler *compiler) {
   }
   std::optional<Rendezvous> rdzv = Rendezvous::fromEnvironment();
   if (!rdzv && options.ranksPerNode() * options.nnodes > 1)
-    return launchRanks(options, compiler, isIR, args);
+    return launchRanks(options, compiler, isIR,
+                       [&] { return runMain(argc, argv, compiler); });
   Rendezvous one;
   const Rendezvous &me = rdzv ? *rdzv : one;
   runRank(options, me, [&] {

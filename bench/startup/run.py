@@ -12,8 +12,9 @@ jobs run interleaved, --rounds times each, and the medians are compared.
 With --per-rank (needs strace), each job also runs under `strace -f -ttt`
 and every rank's start-up is split at the opening of its program file and
 of the data file (which a rank opens once its program and weights are
-loaded, before the ranks connect): process start to data, and program to
-data, which is pippy's own part.
+loaded, before the ranks connect): process start (the launcher's fork of
+the rank, which an older pippy-run followed with an exec of itself) to
+data, and program to data, which is pippy's own part.
 
     /usr/bin/python3 bench/startup/run.py --new-bin build/bin --old-bin OLD/bin
 
@@ -44,17 +45,19 @@ def run(cmd, env=None):
 
 
 def per_rank(cmd, program_name, trace):
-    """Medians over the ranks: (exec -> data open, program open -> data open)."""
-    subprocess.run(["strace", "-f", "-ttt", "-e", "trace=execve,openat",
-                    "-o", trace] + cmd, capture_output=True, check=True)
+    """Medians over the ranks: (fork -> data open, program open -> data open)."""
+    subprocess.run(["strace", "-f", "-ttt", "-e",
+                    "trace=clone,clone3,fork,vfork,openat", "-o", trace] + cmd,
+                   capture_output=True, check=True)
     start, program, data = {}, {}, {}
     for line in open(trace):
-        m = re.match(r"(\d+)\s+([\d.]+)\s+(\w+)\((.*)", line)
+        m = re.match(r"(\d+)\s+([\d.]+)\s+(<\.\.\. )?(\w+)[ (](.*)", line)
         if not m:
             continue
-        pid, t, call, rest = m.group(1), float(m.group(2)), m.group(3), m.group(4)
-        if call == "execve":
-            start.setdefault(pid, t)
+        pid, t, call, rest = m.group(1), float(m.group(2)), m.group(4), m.group(5)
+        child = re.search(r"= (\d+)$", rest.strip())
+        if call in ("clone", "clone3", "fork", "vfork") and child:
+            start.setdefault(child.group(1), t)
         elif call == "openat" and program_name in rest:
             program.setdefault(pid, t)
         elif call == "openat" and "input.safetensors" in rest:
@@ -136,7 +139,7 @@ def main():
                 total, own = per_rank(
                     cmd + ["--infer", "--data", data, "--output", out],
                     programs.get(name, "pipe.mlir"), trace)
-                print(f"{name:30s} per rank: exec -> data {total:.2f} s, "
+                print(f"{name:30s} per rank: fork -> data {total:.2f} s, "
                       f"program -> data {own:.2f} s")
 
 

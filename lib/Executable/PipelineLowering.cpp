@@ -141,7 +141,10 @@ struct Plan {
   std::set<std::string> paramsWithGradient;
 };
 
-std::string serializeRank(const Plan &plan, int rank) {
+/// Rank `rank`'s executable. The pipeline hash is computed over every
+/// rank's `anonymous` form: no source or weights path, no source locations.
+std::string serializeRank(const Plan &plan, int rank, uint64_t hash,
+                          bool anonymous) {
   flatbuffers::FlatBufferBuilder fbb(1 << 16);
   StageGraph &graph = *plan.graph;
   std::vector<flatbuffers::Offset<TensorSpec>> inputs;
@@ -174,7 +177,8 @@ std::string serializeRank(const Plan &plan, int rank) {
                          serializeSpec(fbb, plan.stageInputSpecs[rank][i]),
                          plan.inputGets[rank][i]));
   }
-  auto program = plan.programs[rank].serialize(fbb, plan.paramsWithGradient);
+  auto program = plan.programs[rank].serialize(fbb, plan.paramsWithGradient,
+                                               /*withLocations=*/!anonymous);
   std::vector<flatbuffers::Offset<Stage>> stages{
       CreateStage(fbb, rank, program, fbb.CreateVector(stageInputs),
                   plan.countedOffsets[rank])};
@@ -198,13 +202,13 @@ std::string serializeRank(const Plan &plan, int rank) {
           fbb, fbb.CreateString(name), fbb.CreateVector(members),
           fbb.CreateVector(members), plan.paramsWithGradient.count(name)));
   auto root = CreateExecutable(
-      fbb, kFormatVersion, fbb.CreateString(producer()),
-      /*pipeline_hash=*/1, rank, plan.numRanks,
-      fbb.CreateString(plan.options->source),
-      fbb.CreateString(plan.options->weights), fbb.CreateVector(inputs),
-      fbb.CreateVector(outputs), fbb.CreateVector(stageRanks),
-      fbb.CreateVector(stageParams), fbb.CreateVector(stages),
-      fbb.CreateVector(transfers), schedule, fbb.CreateVector(tied));
+      fbb, kFormatVersion, fbb.CreateString(producer()), hash, rank,
+      plan.numRanks, fbb.CreateString(anonymous ? "" : plan.options->source),
+      fbb.CreateString(anonymous ? "" : plan.options->weights),
+      fbb.CreateVector(inputs), fbb.CreateVector(outputs),
+      fbb.CreateVector(stageRanks), fbb.CreateVector(stageParams),
+      fbb.CreateVector(stages), fbb.CreateVector(transfers), schedule,
+      fbb.CreateVector(tied));
   FinishExecutableBuffer(fbb, root);
   return std::string(reinterpret_cast<const char *>(fbb.GetBufferPointer()),
                      fbb.GetSize());
@@ -445,17 +449,17 @@ FailureOr<LoweredPipeline> lower(ModuleOp module,
       plan.stageParams.push_back(std::move(*params));
     }
   }
-  LoweredPipeline lowered;
-  for (int r = 0; r < plan.numRanks; ++r)
-    lowered.ranks.push_back(serializeRank(plan, r));
-  // The hash covers every rank's executable, with the hash field at its
-  // placeholder; then each file gets it.
+  // The hash covers every rank's executable in its anonymous form, so the
+  // same pipeline lowered from other paths (each node of a job lowering
+  // its own copy) has the same hash.
   std::string all;
-  for (const std::string &bytes : lowered.ranks)
-    all += bytes;
+  for (int r = 0; r < plan.numRanks; ++r)
+    all += serializeRank(plan, r, /*hash=*/0, /*anonymous=*/true);
+  LoweredPipeline lowered;
   lowered.hash = llvm::xxh3_64bits(llvm::StringRef(all));
-  for (std::string &bytes : lowered.ranks)
-    GetMutableExecutable(bytes.data())->mutate_pipeline_hash(lowered.hash);
+  for (int r = 0; r < plan.numRanks; ++r)
+    lowered.ranks.push_back(
+        serializeRank(plan, r, lowered.hash, /*anonymous=*/false));
   return lowered;
 }
 

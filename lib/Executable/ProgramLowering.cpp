@@ -447,7 +447,8 @@ std::vector<std::string> ProgramWriter::parameterNames() const {
 
 flatbuffers::Offset<Program>
 ProgramWriter::serialize(flatbuffers::FlatBufferBuilder &fbb,
-                         const std::set<std::string> &withGradient) const {
+                         const std::set<std::string> &withGradient,
+                         bool withLocations) const {
   std::vector<flatbuffers::Offset<Parameter>> paramList;
   for (const auto &[slot, name] : params)
     paramList.push_back(CreateParameter(fbb, slot, fbb.CreateString(name),
@@ -480,7 +481,9 @@ ProgramWriter::serialize(flatbuffers::FlatBufferBuilder &fbb,
       fbb.CreateVector(arguments), fbb.CreateVector(results),
       fbb.CreateVector(paramList), fbb.CreateVector(constantList),
       fbb.CreateVector(operatorList), fbb.CreateVector(instructions),
-      fbb.CreateVectorOfStrings(locations),
+      fbb.CreateVectorOfStrings(
+          withLocations ? locations
+                        : std::vector<std::string>(locations.size())),
       fbb.CreateVectorOfStrings(countedOps));
 }
 

@@ -73,9 +73,13 @@ public:
   }
 
   /// The program; `withGradient` names the parameters a gradient reaches.
+  /// Without `withLocations`, every source location is left empty (the
+  /// form the pipeline hash covers: where the IR was read from is no part
+  /// of the pipeline).
   flatbuffers::Offset<Program>
   serialize(flatbuffers::FlatBufferBuilder &fbb,
-            const std::set<std::string> &withGradient) const;
+            const std::set<std::string> &withGradient,
+            bool withLocations = true) const;
 
 private:
   struct Call {

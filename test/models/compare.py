@@ -3,7 +3,8 @@
 compares everything with PyTorch's reference numbers.
 
 Usage: compare.py MODEL ZOO_DIR BIN_DIR [SPLIT_POINTS] [--nproc N]
-                  [--schedule gpipe|1f1b] [--torch-mlir] [PIPPY_RUN_FLAG ...]
+                  [--schedule gpipe|1f1b] [--torch-mlir] [--work DIR]
+                  [PIPPY_RUN_FLAG ...]
 
 With --torch-mlir the model comes from MODEL.torch.mlir (Torch-MLIR's text,
 see torchmlir.py) through pippy-opt --pippy-lift-params instead of from
@@ -24,8 +25,10 @@ Flags after the split points (`--defer-weight-grads`) go to the training
 run.
 
 ZOO_DIR holds the generator's files (MODEL.pt, MODEL.data.safetensors,
-MODEL.ref.json, ...); BIN_DIR holds pippy-import and pippy-run. Checks, each
-printed on one line:
+MODEL.ref.json, ...); BIN_DIR holds pippy-import and pippy-run. What this
+script writes (MODEL.mlir, MODEL.pipe.mlir, the run's outputs) goes to
+--work DIR, by default ZOO_DIR. matrix.py runs the same checks over the
+zoo's rank matrix. Checks, each printed on one line:
   output  forward output on the first micro-batch (pippy-run --infer)
   grads   every parameter gradient of step 1 (--save-grads)
   losses  the per-step losses of the SGD steps (--metrics)
@@ -92,93 +95,140 @@ def load_grads(path, nproc):
     return merged
 
 
+class Model:
+    """One zoo model's files: inputs read from ZOO_DIR, everything this
+    script writes under WORK_DIR (by default ZOO_DIR itself)."""
+
+    def __init__(self, name, zoo, work, bindir, torch_mlir):
+        self.name, self.zoo, self.work = name, zoo, work
+        self.bindir, self.torch_mlir = bindir, torch_mlir
+        self.ref = json.load(open(self.input(".ref.json")))
+        self.rename = lambda tensors: tensors  # noqa: E731
+        os.makedirs(work, exist_ok=True)
+
+    def input(self, suffix):
+        return os.path.join(self.zoo, self.name + suffix)
+
+    def output(self, suffix):
+        return os.path.join(self.work, self.name + suffix)
+
+    def tool(self, name):
+        return os.path.join(self.bindir, name)
+
+
+def import_graph(m):
+    """Imports the model (or lifts its Torch-MLIR text) into graph IR;
+    returns the IR's path."""
+    mlir, weights = m.output(".mlir"), m.output(".imported.safetensors")
+    if not m.torch_mlir:
+        run([m.tool("pippy-import"), m.input(".pt"), "--input-shapes",
+             m.ref["input_shapes"], "-o", mlir, "--weights", weights])
+        return mlir
+    # Float buffers the lifting cannot recognise are listed beside.
+    listed = m.input(".torch.mlir.buffers")
+    buffers = open(listed).read().split() if os.path.exists(listed) else []
+    lift = f"weights={weights}" + (f" buffers={','.join(buffers)}"
+                                   if buffers else "")
+    run([m.tool("pippy-opt"), m.input(".torch.mlir"),
+         f"--pippy-lift-params={lift}", "-o", mlir])
+    names = json.load(open(m.input(".torch.mlir.names.json")))
+    m.rename = lambda tensors: {names.get(k, k): v  # noqa: E731
+                                for k, v in tensors.items()}
+    return mlir
+
+
+def split(m, mlir, points):
+    """Splits graph IR into a pipeline at SPLIT_POINTS; returns its path."""
+    pipe = m.output(".pipe.mlir")
+    passes = ([f"--pippy-split={points}"] if points.startswith("stages=")
+              else [f"--pippy-annotate-split-points=points={points}",
+                    "--pippy-outline-stages"])
+    run([m.tool("pippy-opt"), mlir] + passes + ["-o", pipe])
+    stages = open(pipe).read().count("pippy.stage ")
+    print(f"split    {stages} stages at {points}")
+    return pipe
+
+
+def check_forward(m, mlir, dist):
+    """The forward output on the first micro-batch (pippy-run --infer)."""
+    data, _ = st.load(m.input(".data.safetensors"))
+    mb = m.ref["micro_batch"]
+    first = {k: v[:mb] for k, v in data.items() if k.startswith("input")}
+    st.save(m.output(".first.safetensors"), first)
+    run([m.tool("pippy-run"), mlir, "--infer", "--data",
+         m.output(".first.safetensors"), "--output",
+         m.output(".out.safetensors")] + dist)
+    return compare_tensors("output", st.load(m.output(".out.safetensors"))[0],
+                           st.load(m.input(".ref.safetensors"))[0])
+
+
+def check_losses(losses, reference):
+    # Relative error; a reference loss of exactly 0 (a contrastive loss over
+    # one-row micro-batches) is compared absolutely.
+    worst = max((abs(a - b) / abs(b) if b else abs(a))
+                for a, b in zip(losses, reference))
+    same = len(losses) == len(reference) and worst <= TOL
+    print(f"losses   {'ok' if same else 'MISMATCH'} "
+          f"({', '.join(f'{l:.6f}' for l in losses)}; reference "
+          f"{', '.join(f'{l:.6f}' for l in reference)})")
+    return same
+
+
+def check_training(m, mlir, dist, nproc, extra):
+    """Step-1 gradients, losses and final weights of the SGD steps."""
+    ref = m.ref
+    run([m.tool("pippy-run"), mlir] + dist + [
+         "--microbatches", str(ref["microbatches"]), "--steps",
+         str(ref["steps"]), "--data", m.input(".data.safetensors"), "--loss",
+         ref["loss"], "--optimizer", "sgd", "--lr", str(ref["lr"]),
+         "--metrics", m.output(".metrics.json"), "--save-grads",
+         m.output(".pippy-grads.safetensors"), "--save-weights",
+         m.output(".pippy-final.safetensors")] + extra)
+    ok = compare_tensors("grads", m.rename(load_grads(
+                             m.output(".pippy-grads.safetensors"), nproc)),
+                         st.load(m.input(".grads.safetensors"))[0])
+    metrics = json.load(open(m.output(".metrics.json")))
+    ok &= check_losses([s["loss"] for s in metrics["steps"]], ref["losses"])
+    final_ref = st.load(m.input(".final.safetensors"))[0]
+    got = m.rename(st.load(m.output(".pippy-final.safetensors"))[0])
+    if m.torch_mlir:
+        # Integer literals (an index buffer) stay constants of the IR.
+        final_ref = {k: v for k, v in final_ref.items()
+                     if k in got or v.is_floating_point()}
+    return compare_tensors("weights", got, final_ref) and ok
+
+
+def check_run(m, mlir, nproc, schedule, extra):
+    """Runs MLIR (graph IR or a pipeline) and compares it with PyTorch."""
+    dist = ["--nproc", str(nproc), "--schedule", schedule, "--timeout", "60"]
+    if nproc > 1:
+        print(f"run      {nproc} ranks, {schedule}")
+    ok = check_forward(m, mlir, dist)
+    return check_training(m, mlir, dist, nproc, extra) and ok
+
+
 def main():
     args = sys.argv[1:]
-    flags = {"--nproc": "1", "--schedule": "1f1b"}
+    flags = {"--nproc": "1", "--schedule": "1f1b", "--work": None}
     for flag in flags:
         if flag in args:
             i = args.index(flag)
             flags[flag] = args[i + 1]
             del args[i:i + 2]
-    nproc, schedule = int(flags["--nproc"]), flags["--schedule"]
     torch_mlir = "--torch-mlir" in args
     if torch_mlir:
         args.remove("--torch-mlir")
-    model, zoo, bindir = args[:3]
+    name, zoo, bindir = args[:3]
     points = args[3] if len(args) > 3 and not args[3].startswith("--") \
         else None
     extra = args[4 if points else 3:]  # more pippy-run flags, for training
     if any(not a.startswith("--") for a in extra[:1]):
         sys.exit(f"compare.py: unexpected argument {extra[0]!r}")
-    p = lambda suffix: os.path.join(zoo, model + suffix)
-    ref = json.load(open(p(".ref.json")))
-    mlir, weights = p(".mlir"), p(".imported.safetensors")
-    rename = lambda tensors: tensors  # noqa: E731
-    if torch_mlir:
-        # Float buffers the lifting cannot recognise are listed beside.
-        buffers = (open(p(".torch.mlir.buffers")).read().split()
-                   if os.path.exists(p(".torch.mlir.buffers")) else [])
-        lift = f"weights={weights}" + (f" buffers={','.join(buffers)}"
-                                       if buffers else "")
-        run([os.path.join(bindir, "pippy-opt"), p(".torch.mlir"),
-             f"--pippy-lift-params={lift}", "-o", mlir])
-        names = json.load(open(p(".torch.mlir.names.json")))
-        rename = lambda tensors: {names.get(k, k): v  # noqa: E731
-                                  for k, v in tensors.items()}
-    else:
-        run([os.path.join(bindir, "pippy-import"), p(".pt"), "--input-shapes",
-             ref["input_shapes"], "-o", mlir, "--weights", weights])
+    m = Model(name, zoo, flags["--work"] or zoo, bindir, torch_mlir)
+    mlir = import_graph(m)
     if points:
-        pipe = p(".pipe.mlir")
-        passes = ([f"--pippy-split={points}"] if points.startswith("stages=")
-                  else [f"--pippy-annotate-split-points=points={points}",
-                        "--pippy-outline-stages"])
-        run([os.path.join(bindir, "pippy-opt"), mlir] + passes + ["-o", pipe])
-        stages = open(pipe).read().count("pippy.stage ")
-        print(f"split    {stages} stages at {points}")
-        mlir = pipe
-
-    # Forward on the first micro-batch.
-    data, _ = st.load(p(".data.safetensors"))
-    mb = ref["micro_batch"]
-    first = {k: v[:mb] for k, v in data.items() if k.startswith("input")}
-    st.save(p(".first.safetensors"), first)
-    dist = ["--nproc", str(nproc), "--schedule", schedule, "--timeout", "60"]
-    if nproc > 1:
-        print(f"run      {nproc} ranks, {schedule}")
-    run([os.path.join(bindir, "pippy-run"), mlir, "--infer", "--data",
-         p(".first.safetensors"), "--output", p(".out.safetensors")] + dist)
-    ok = compare_tensors("output", st.load(p(".out.safetensors"))[0],
-                         st.load(p(".ref.safetensors"))[0])
-
-    # Training: step-1 gradients, losses, final weights.
-    run([os.path.join(bindir, "pippy-run"), mlir] + dist + [
-         "--microbatches", str(ref["microbatches"]), "--steps",
-         str(ref["steps"]), "--data", p(".data.safetensors"), "--loss",
-         ref["loss"], "--optimizer", "sgd", "--lr", str(ref["lr"]),
-         "--metrics", p(".metrics.json"), "--save-grads",
-         p(".pippy-grads.safetensors"), "--save-weights",
-         p(".pippy-final.safetensors")] + extra)
-    ok &= compare_tensors("grads", rename(load_grads(
-                              p(".pippy-grads.safetensors"), nproc)),
-                          st.load(p(".grads.safetensors"))[0])
-    losses = [s["loss"] for s in json.load(open(p(".metrics.json")))["steps"]]
-    # Relative error; a reference loss of exactly 0 (a contrastive loss over
-    # one-row micro-batches) is compared absolutely.
-    worst = max((abs(a - b) / abs(b) if b else abs(a))
-                for a, b in zip(losses, ref["losses"]))
-    same = len(losses) == len(ref["losses"]) and worst <= TOL
-    print(f"losses   {'ok' if same else 'MISMATCH'} "
-          f"({', '.join(f'{l:.6f}' for l in losses)}; reference "
-          f"{', '.join(f'{l:.6f}' for l in ref['losses'])})")
-    ok &= same
-    final_ref = st.load(p(".final.safetensors"))[0]
-    got = rename(st.load(p(".pippy-final.safetensors"))[0])
-    if torch_mlir:
-        # Integer literals (an index buffer) stay constants of the IR.
-        final_ref = {k: v for k, v in final_ref.items()
-                     if k in got or v.is_floating_point()}
-    ok &= compare_tensors("weights", got, final_ref)
+        mlir = split(m, mlir, points)
+    ok = check_run(m, mlir, int(flags["--nproc"]), flags["--schedule"], extra)
     return 0 if ok else 1
 
 

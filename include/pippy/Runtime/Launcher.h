@@ -1,20 +1,22 @@
 //===- Launcher.h - spawning local ranks ------------------------*- C++ -*-===//
 //
 // `pippy-run --nproc N` without RANK in the environment starts N ranks of
-// itself on this node, hosts their rendezvous (a FileStore in a private
-// directory on a single node; rank 0's TCPStore across nodes), forwards
-// their output line by line with a `[rankK] ` prefix and exits non-zero if
-// any rank fails. When a rank dies, the launcher records it where the other
-// ranks can read it, so their errors name the dead rank, and stops whatever
-// is still running after the communicator timeout.
+// itself on this node (forked, not executed again: a rank inherits the
+// launcher's loaded libtorch instead of paying its start-up once more), hosts
+// their rendezvous (a FileStore in a private directory on a single node; rank
+// 0's TCPStore across nodes), forwards their output line by line with a
+// `[rankK] ` prefix and exits non-zero if any rank fails. When a rank dies, the
+// launcher records it where the other ranks can read it, so their errors name
+// the dead rank, and stops whatever is still running after the communicator
+// timeout.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef PIPPY_RUNTIME_LAUNCHER_H
 #define PIPPY_RUNTIME_LAUNCHER_H
 
+#include <functional>
 #include <string>
-#include <vector>
 
 namespace pippy {
 
@@ -33,9 +35,11 @@ struct LaunchOptions {
 /// has more than one rank.
 bool shouldLaunch(const LaunchOptions &options);
 
-/// Runs `argv` (this tool's own command line) once per local rank and waits
-/// for all of them. Returns the exit code for the launcher.
-int launch(const LaunchOptions &options, const std::vector<std::string> &argv);
+/// Forks once per local rank and waits for all of them. Each child sets its
+/// rank's environment (RANK, WORLD_SIZE, the store, ...), restores default
+/// signal handling, runs `rankMain` and exits with its result; it never
+/// returns here. Returns the exit code for the launcher.
+int launch(const LaunchOptions &options, const std::function<int()> &rankMain);
 
 } // namespace pippy
 

@@ -167,23 +167,19 @@ def run_nodes(out, bindir, extras):
 
 
 def children(pid):
-    """Pids of the ranks the launcher spawned, by RANK."""
-    ranks = {}
+    """Pids of the ranks the launcher forked, by local rank: it forks them
+    in rank order, so their start times (then pids) give the order."""
+    found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
-            stat = open(f"/proc/{entry}/stat").read()
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-            if ppid != pid:
-                continue
-            env = open(f"/proc/{entry}/environ", "rb").read().split(b"\0")
+            fields = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        for kv in env:
-            if kv.startswith(b"RANK="):
-                ranks[int(kv[5:])] = int(entry)
-    return ranks
+        if int(fields[1]) == pid:  # ppid
+            found.append((int(fields[19]), int(entry)))  # starttime, pid
+    return {rank: p for rank, (_, p) in enumerate(sorted(found))}
 
 
 def fail_rank(out, bindir, sig):
