@@ -66,6 +66,9 @@ public:
   /// Which values each stage receives and sends; fails on a value that
   /// cannot cross stages.
   LogicalResult planCrossings(func::ReturnOp ret);
+  /// Fails where a buffer updated in place (stage state) is used by ops of
+  /// more than one stage.
+  LogicalResult checkStageState();
   /// Builds the pipeline before `ret`, which then returns its results.
   pd::PipelineOp buildPipeline(func::ReturnOp ret);
 
@@ -186,6 +189,37 @@ LogicalResult Outliner::collectInputs(unsigned s) {
     });
     if (crossesBadly)
       return failure();
+  }
+  return success();
+}
+
+LogicalResult Outliner::checkStageState() {
+  for (auto param : body.getOps<pd::ParamOp>()) {
+    if (!::pippy::isStageState(param))
+      continue;
+    Operation *updater = nullptr;
+    for (Operation *user : param->getUsers()) {
+      Operation *top = body.findAncestorOpInBlock(*user);
+      if (!top || !stageOf.count(top))
+        continue;
+      for (OpOperand &use : user->getOpOperands())
+        if (use.get() == param.getResult() && ::pippy::updatesInPlace(use))
+          updater = top;
+    }
+    for (Operation *user : param->getUsers()) {
+      Operation *top = body.findAncestorOpInBlock(*user);
+      if (!top || !stageOf.count(top) || stageOf[top] == stageOf[updater])
+        continue;
+      InFlightDiagnostic diag =
+          user->emitError("buffer '")
+          << param.getName() << "' is updated in place while training by '"
+          << updater->getName() << "' in stage " << stageOf[updater]
+          << " and used here in stage " << stageOf[top]
+          << ": a stage's state cannot be shared; put every op that uses "
+             "it in one stage";
+      diag.attachNote(updater->getLoc()) << "updated here";
+      return failure();
+    }
   }
   return success();
 }
@@ -383,7 +417,8 @@ LogicalResult pd::outlineStages(func::FuncOp func, bool singleStage,
   }
 
   Outliner outliner(func, body);
-  if (failed(outliner.assignStages()) || failed(outliner.planCrossings(ret)))
+  if (failed(outliner.assignStages()) || failed(outliner.checkStageState()) ||
+      failed(outliner.planCrossings(ret)))
     return failure();
   pd::PipelineOp pipeline = outliner.buildPipeline(ret);
   eraseOutlined(body, pipeline);

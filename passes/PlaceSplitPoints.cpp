@@ -128,8 +128,8 @@ void setOpCosts(::pippy::PartitionProblem &problem, ArrayRef<Operation *> ops,
 /// What is live across each cut: a result made before it and used at or
 /// after it (or returned) is sent there. Balancing counts its bytes; a
 /// list, a scalar or a tensor whose shape depends on the data cannot be
-/// sent, so no cut may separate it from its users. Returns the number of
-/// cuts allowed.
+/// sent, so no cut may separate it from its users, nor a buffer updated in
+/// place from its. Returns the number of cuts allowed.
 size_t setCutCosts(::pippy::PartitionProblem &problem, Block &body,
                    ArrayRef<Operation *> ops,
                    const llvm::DenseMap<Operation *, size_t> &index,
@@ -160,6 +160,24 @@ size_t setCutCosts(::pippy::PartitionProblem &problem, Block &body,
         unsendable[last + 1] -= 1;
       }
     }
+  // A buffer updated in place stays in one stage with every op using it.
+  for (auto param : body.getOps<mlir::pippy::ParamOp>()) {
+    if (!::pippy::isStageState(param))
+      continue;
+    size_t first = ops.size(), last = 0;
+    for (Operation *user : param->getUsers()) {
+      Operation *top = body.findAncestorOpInBlock(*user);
+      auto it = top ? index.find(top) : index.end();
+      if (it == index.end())
+        continue;
+      first = std::min(first, it->second);
+      last = std::max(last, it->second);
+    }
+    if (first < last) {
+      unsendable[first + 1] += 1;
+      unsendable[last + 1] -= 1;
+    }
+  }
   problem.cutAllowed.assign(ops.size() + 1, 1);
   int64_t live = 0;
   int blocked = 0;

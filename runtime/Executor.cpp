@@ -71,7 +71,9 @@ void RankRunner::run() {
                        " but the world has " + std::to_string(rdzv.worldSize));
   program = std::make_unique<Program>(
       Program::load(*executable.get().stages()->Get(0)->program(),
-                    "stage " + std::to_string(plan.stage)));
+                    "stage " + std::to_string(plan.stage),
+                    options.infer ? Program::Semantics::Evaluation
+                                  : Program::Semantics::Training));
   opNanoseconds.assign(program->countedOps().size(), 0);
   loadWeights();
   // With --loss none the target is forward's last argument, in --infer too.

@@ -40,8 +40,9 @@ std::string specText(const TensorSpec &spec) {
 /// Builds a Program from its executable form.
 class ProgramLoader {
 public:
-  ProgramLoader(const exe::Program &source, const std::string &stage)
-      : source(source), stage(stage) {}
+  ProgramLoader(const exe::Program &source, const std::string &stage,
+                Program::Semantics semantics)
+      : source(source), stage(stage), semantics(semantics) {}
 
   Program load() {
     program.numSlots = source.num_slots();
@@ -63,8 +64,13 @@ public:
     for (const flatbuffers::String *name : *source.counted_ops())
       program.countedOpNames.push_back(name->str());
     resolved.resize(source.operators()->size());
-    for (const exe::Instruction *inst : *source.code())
+    for (const exe::Instruction *inst : *source.code()) {
+      // Evaluation leaves buffers as they are.
+      if (inst->kind() == exe::InstructionKind::Assign &&
+          semantics == Program::Semantics::Evaluation)
+        continue;
       program.code.push_back(instruction(*inst));
+    }
     return std::move(program);
   }
 
@@ -176,6 +182,10 @@ private:
       return result;
     case exe::InstructionKind::Unpack:
       result.kind = Kind::Unpack;
+      result.inputs.assign(inst.inputs()->begin(), inst.inputs()->end());
+      return result;
+    case exe::InstructionKind::Assign:
+      result.kind = Kind::Assign;
       result.inputs.assign(inst.inputs()->begin(), inst.inputs()->end());
       return result;
     case exe::InstructionKind::Call:
@@ -345,6 +355,12 @@ private:
         param.type()->kind() == c10::TypeKind::BoolType && constant &&
         value.isBool() && value.toBool())
       return addConstant(false);
+    // Evaluation: running statistics instead of batch statistics, no
+    // dropout (batch_norm's `training`, dropout's and lstm's `train`).
+    if (semantics == Program::Semantics::Evaluation &&
+        (param.name() == "training" || param.name() == "train") &&
+        param.type()->kind() == c10::TypeKind::BoolType)
+      return addConstant(false);
     return slot;
   }
 
@@ -356,22 +372,25 @@ private:
 
   const exe::Program &source;
   std::string stage;
+  Program::Semantics semantics;
   Program program;
   std::vector<Resolved> resolved; ///< per operator of `source`
 };
 
-Program Program::load(const exe::Program &program, const std::string &stage) {
-  return ProgramLoader(program, stage).load();
+Program Program::load(const exe::Program &program, const std::string &stage,
+                      Semantics semantics) {
+  return ProgramLoader(program, stage, semantics).load();
 }
 
-Program Program::loadFirstStage(const std::string &bytes) {
+Program Program::loadFirstStage(const std::string &bytes, Semantics semantics) {
   std::string error;
   const exe::Executable *exe = exe::verify(
       reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size(), error);
   if (!exe)
     throw RuntimeError(error);
   const exe::Stage &stage = *exe->stages()->Get(0);
-  return load(*stage.program(), "stage " + std::to_string(stage.index()));
+  return load(*stage.program(), "stage " + std::to_string(stage.index()),
+              semantics);
 }
 
 std::vector<c10::IValue>
@@ -433,6 +452,14 @@ Program::run(const std::vector<c10::IValue> &args,
       auto tuple = c10::ivalue::Tuple::create(std::move(stack));
       stack.clear();
       stack.emplace_back(std::move(tuple));
+      break;
+    }
+    case Kind::Assign: {
+      // In place, as the model's own `buffer.add_(1)` is: a backward that
+      // saved the old value fails as it would in PyTorch.
+      at::NoGradGuard noGrad;
+      stack[0].toTensor().copy_(stack[1].toTensor());
+      stack.clear();
       break;
     }
     case Kind::Unpack: {

@@ -66,6 +66,16 @@ LogicalResult ParamOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// AssignOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AssignOp::verify() {
+  if (!getBuffer().getDefiningOp<ParamOp>())
+    return emitOpError("must assign to the result of a pippy.param");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // SplitPointOp
 //===----------------------------------------------------------------------===//
 

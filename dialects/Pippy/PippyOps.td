@@ -1,7 +1,7 @@
 //===- PippyOps.td - pippy ops ----------------------------*- tablegen -*-===//
 //
-// Ops of the graph IR (`pippy.param`, `pippy.split_point`) and of the pipeline
-// IR (`pippy.pipeline`, `pippy.stage`, `pippy.yield`).
+// Ops of the graph IR (`pippy.param`, `pippy.assign`, `pippy.split_point`)
+// and of the pipeline IR (`pippy.pipeline`, `pippy.stage`, `pippy.yield`).
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,6 +36,31 @@ def Pippy_ParamOp : Pippy_Op<"param", [Pure]> {
   // printer builds the op's whole attribute dictionary (a uniqued attribute)
   // for every parameter it prints.
   let hasCustomAssemblyFormat = 1;
+  let hasVerifier = 1;
+}
+
+def Pippy_AssignOp : Pippy_Op<"assign", [
+    MemoryEffects<[MemWrite]>, AllTypesMatch<["buffer", "value"]>]> {
+  let summary = "a buffer takes a new value for the forwards that follow";
+  let description = [{
+    What an in-place update of a buffer while training becomes in the graph
+    IR (`self.num_batches_tracked.add_(1)` in a BatchNorm): `buffer`, the
+    result of a `pippy.param`, holds `value` from here on, for the next
+    micro-batch's forward and the next step; later ops of this forward read
+    `value` itself. The runtime copies `value` into the stage's tensor in
+    training forwards and skips the op in `--infer`, which has eval
+    semantics. A buffer that is written, or that an op updates in place
+    (a training-mode `aten.batch_norm`'s running statistics), is stage
+    state: every op that uses it must be in one stage.
+
+    ```mlir
+    %n = pippy.param "bn.num_batches_tracked" : !torch.vtensor<[],si64>
+    %n1 = torch.aten.add.Tensor %n, %one, %int1 : ...
+    pippy.assign %n = %n1 : !torch.vtensor<[],si64>
+    ```
+  }];
+  let arguments = (ins AnyType:$buffer, AnyType:$value);
+  let assemblyFormat = "$buffer `=` $value attr-dict `:` type($buffer)";
   let hasVerifier = 1;
 }
 

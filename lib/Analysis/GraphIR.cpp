@@ -55,6 +55,32 @@ bool isReplicable(Operation *op) {
   return false;
 }
 
+bool updatesInPlace(OpOperand &use) {
+  Operation *op = use.getOwner();
+  if (auto assign = dyn_cast<mlir::pippy::AssignOp>(op))
+    return use.get() == assign.getBuffer();
+  // The running mean and variance are operands 3 and 4, the flag that
+  // selects batch statistics operand 5, in each of these schemas.
+  bool normalises =
+      llvm::StringSwitch<bool>(op->getName().getStringRef())
+          .Cases("torch.aten.batch_norm", "torch.aten.native_batch_norm",
+                 "torch.aten._batch_norm_impl_index",
+                 "torch.aten.instance_norm", true)
+          .Default(false);
+  unsigned index = use.getOperandNumber();
+  if (!normalises || (index != 3 && index != 4) || op->getNumOperands() < 6)
+    return false;
+  if (auto flag =
+          op->getOperand(5).getDefiningOp<mlir::torch::ConstantBoolOp>())
+    return flag.getValue();
+  return true; // a flag computed at run time may be true
+}
+
+bool isStageState(mlir::pippy::ParamOp param) {
+  return llvm::any_of(param->getUses(),
+                      [](OpOperand &use) { return updatesInPlace(use); });
+}
+
 unsigned foldContainerRoundTrips(Block &body) {
   namespace td = mlir::torch;
   unsigned folded = 0;

@@ -413,6 +413,11 @@ LogicalResult ProgramWriter::lowerCall(Operation *op, Call &call) {
     call.inputs = std::move(operands);
     return success();
   }
+  if (isa<pd::AssignOp>(op)) {
+    call.kind = InstructionKind::Assign;
+    call.inputs = std::move(operands); // the buffer, then its new value
+    return success();
+  }
   // Torch-MLIR writes an operator its build does not know as
   // `torch.operator "torch.aten.name"`.
   auto generic = dyn_cast<td::OperatorOp>(op);

@@ -186,6 +186,10 @@ void printInstruction(const Instruction &inst, const Program &program,
   case InstructionKind::Unpack:
     os << "unpack " << slotList(*inst.inputs());
     break;
+  case InstructionKind::Assign:
+    os << "assign %" << inst.inputs()->Get(0) << " = %"
+       << inst.inputs()->Get(1);
+    break;
   }
   os << "  # " << program.locations()->Get(inst.location())->str() << "\n";
 }

@@ -122,6 +122,17 @@ public:
       return fail(what + " counts an op that is not listed");
     if (!slots(inst->outputs(), numSlots, what + "'s outputs"))
       return false;
+    if (inst->kind() == InstructionKind::Assign) {
+      if (!inst->inputs() || inst->inputs()->size() != 2 ||
+          inst->outputs()->size() != 0)
+        return fail(what + " must assign one value to one buffer");
+      if (!slots(inst->inputs(), numSlots, what + "'s inputs"))
+        return false;
+      for (const Parameter *param : *program.parameters())
+        if (param && param->slot() == inst->inputs()->Get(0))
+          return true;
+      return fail(what + " assigns to a slot that is not a parameter");
+    }
     if (inst->kind() != InstructionKind::Call) {
       if (inst->kind() != InstructionKind::Unpack &&
           inst->outputs()->size() != 1)

@@ -194,6 +194,10 @@ void Importer::collectParameters(jit::Module &module) {
     if (!aliases.count(b.name))
       buffers.push_back(b.name);
   }
+  // The example run updates buffers in place (a training-mode BatchNorm's
+  // statistics): the weights file keeps their values from before it.
+  for (const std::string &name : buffers)
+    parameters[name] = parameters[name].clone();
 }
 
 std::string Importer::canonicalName(const std::string &name) {

@@ -123,16 +123,18 @@ void Importer::checkNotParameterMemory(jit::Node *node, jit::Value *written) {
       failWriteTo(node, name, " through a view of it");
 }
 
-/// Parameters and buffers are read-only: a stage program is a function of
-/// them, the same for every micro-batch.
+/// Parameters are read-only: a stage program is a function of them, the
+/// same for every micro-batch. A buffer may be updated in place by an op
+/// that writes it directly (it becomes a `pippy.assign`), not through a
+/// view or an out= argument.
 void Importer::failWriteTo(jit::Node *node, const std::string &name,
                            const std::string &how, const std::string &kind) {
   bool buffer = llvm::is_contained(buffers, name);
   fail(kind + describe(node) + " writes to " +
        (buffer ? "buffer '" : "parameter '") + name + "'" + how +
-       (buffer ? "; buffers are read-only (a BatchNorm in training mode "
-                 "updates its running statistics, spectral_norm its "
-                 "power-iteration vectors: export the model in eval mode)"
+       (buffer ? "; pippy-import takes in-place updates of a buffer itself "
+                 "(`buffer.add_(1)`), not through a view of it or as an "
+                 "out= argument"
                : ""));
 }
 

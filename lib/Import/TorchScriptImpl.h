@@ -119,6 +119,8 @@ private:
   bool isFoldable(jit::Node *node);
   void importGetAttr(jit::Node *node, mlir::Location loc);
   void importOperator(jit::Node *node, mlir::Location loc);
+  void assignBuffer(jit::Node *node, const std::string &buffer,
+                    mlir::Value value, mlir::Location loc);
 
   // Data-dependent shapes (TorchScriptShadow.cpp).
   const c10::IValue &shadowOf(jit::Value *v);
@@ -155,6 +157,8 @@ private:
   std::vector<std::string> frozen;
   std::map<std::string, std::string> aliases;
   std::map<std::string, mlir::Value> paramValues;
+  /// Buffers given a new value in place (`pippy.assign`), by name.
+  std::map<std::string, mlir::Value> assignedBuffers;
   mlir::Operation *lastParam = nullptr;
   std::string currentPath;
   std::unordered_map<jit::Value *, c10::IValue> shadow;

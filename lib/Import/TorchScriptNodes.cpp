@@ -388,7 +388,10 @@ void Importer::importGetAttr(jit::Node *node, Location loc) {
       lastParam = param;
       it = paramValues.emplace(canonical, param.getResult()).first;
     }
-    mapped[node->output()] = it->second;
+    // A buffer this forward assigned already reads as its new value.
+    auto assigned = assignedBuffers.find(canonical);
+    mapped[node->output()] =
+        assigned != assignedBuffers.end() ? assigned->second : it->second;
     parameterTensors.emplace(canonical, value.toTensor());
     return;
   }
@@ -410,11 +413,16 @@ void Importer::importOperator(jit::Node *node, Location loc) {
   bool inPlace = name.size() > 1 && name.back() == '_' &&
                  !(name.size() > 4 && name.rfind("__", 0) == 0);
   jit::Value *written = nullptr;
+  std::string assignedBuffer; // a buffer updated in place while training
   if (inPlace) {
     written = node->inputs()[0];
-    if (attrPaths.count(written))
-      failWriteTo(node, canonicalName(attrPaths[written]), "");
-    checkNotParameterMemory(node, written);
+    if (attrPaths.count(written)) {
+      assignedBuffer = canonicalName(attrPaths[written]);
+      if (!llvm::is_contained(buffers, assignedBuffer))
+        failWriteTo(node, assignedBuffer, "");
+    } else {
+      checkNotParameterMemory(node, written);
+    }
     name.pop_back();
   }
 
@@ -477,6 +485,22 @@ void Importer::importOperator(jit::Node *node, Location loc) {
     values[written] = values.at(node->outputs()[0]);
     recordWrite(node, written, op->getResult(0));
   }
+  if (!assignedBuffer.empty())
+    assignBuffer(node, assignedBuffer, op->getResult(0), loc);
+}
+
+/// `buffer.op_(...)` while training: the buffer takes the functional op's
+/// result for the forwards that follow (`pippy.assign`), and this forward
+/// reads that result from here on.
+void Importer::assignBuffer(jit::Node *node, const std::string &buffer,
+                            Value value, Location loc) {
+  Value param = paramValues.at(buffer);
+  if (param.getType() != value.getType())
+    fail(describe(node) + " gives buffer '" + buffer +
+         "' a value of another "
+         "type than its own");
+  pd::AssignOp::create(builder, loc, param, value);
+  assignedBuffers[buffer] = value;
 }
 
 } // namespace pippy::torchscript

@@ -192,9 +192,9 @@ TEST_F(ExecutableTest, FlippedBytesNeverCrashTheVerifier) {
 TEST_F(ExecutableTest, OtherFormatVersionsAreNamed) {
   std::string bytes = lowerTwoRanks().ranks[0];
   ASSERT_TRUE(
-      exe::GetMutableExecutable(bytes.data())->mutate_format_version(2));
+      exe::GetMutableExecutable(bytes.data())->mutate_format_version(3));
   EXPECT_EQ(verifyError(bytes),
-            "written in format version 2, but this pippy reads version 1; "
+            "written in format version 3, but this pippy reads version 2; "
             "lower the pipeline again with this pippy");
 }
 

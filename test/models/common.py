@@ -6,7 +6,9 @@ Each generator script does, in this order:
     data  = ...                   # from a separate torch.Generator (data_gen())
     generate(name, model, example_inputs, data_inputs, targets, loss, out_dir)
 
-Models must be deterministic in train mode: no dropout (or p=0), no BatchNorm.
+Models must be deterministic in train mode: no dropout (or p=0). BatchNorm
+trains with batch statistics per micro-batch (bnnet); the reference output
+of the first micro-batch is eval mode's, as pippy-run --infer computes it.
 Floats are float32 except in mlp64 (float64); integer inputs and targets are
 int64. Any dtype pippy names (common._MLIR_DTYPES) is accepted.
 """
@@ -144,15 +146,21 @@ def generate(name, model, example_inputs, data_inputs, targets, loss, out_dir,
         assert e.shape[1:] == d.shape[1:] and e.dtype == d.dtype
     _check_dtypes(list(data_inputs) + [targets] + list(state(model).values()), name)
 
-    model.train()  # no dropout / BatchNorm, so train mode is deterministic
+    model.train()  # traced in train mode (BatchNorm uses batch statistics)
 
     # 1. initial weights (before anything can touch them)
-    st.save(base + ".weights.safetensors", state(model),
+    initial = state(model)
+    st.save(base + ".weights.safetensors", initial,
             {"aliases": json.dumps(aliases(model), sort_keys=True)})
 
-    # 2. traced TorchScript module at micro-batch size, grad enabled
+    # 2. traced TorchScript module at micro-batch size, grad enabled; the
+    # example run updates buffers in place (BatchNorm's running statistics),
+    # which are put back after it
     with torch.enable_grad():
         traced = torch.jit.trace(model, example_inputs)
+    with torch.no_grad():
+        for n, b in model.named_buffers():
+            b.copy_(initial[n])
     traced.save(base + ".pt")
 
     # 3. data
@@ -165,10 +173,13 @@ def generate(name, model, example_inputs, data_inputs, targets, loss, out_dir,
         return (tuple(d.index_select(0, idx) for d in data_inputs),
                 targets.index_select(0, idx))
 
-    # 4. reference forward on the first micro-batch
+    # 4. reference forward on the first micro-batch, in eval mode as
+    # pippy-run --infer runs it (running statistics, no dropout)
     x0, _ = rows_of(0, mb)
+    model.eval()
     with torch.no_grad():
         out0 = model(*x0)
+    model.train()
     outs = _as_tuple(out0)
     st.save(base + ".ref.safetensors", _named("output", outs))
 

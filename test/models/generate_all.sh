@@ -11,7 +11,7 @@ OUT=$1
 DIR=$(cd "$(dirname "$0")" && pwd)
 PY=${PIPPY_ZOO_PYTHON:-/usr/bin/python3}
 mkdir -p "$OUT"
-for m in mlp resnet gpt unet transformer lstm embbag twoio params sharedbuf viewmut datadep fnet mlp64 nestedout tiedconv intscale tiedtypes tmgpt tmcnn tmprims tmattn tmearly listout tuplemods; do
+for m in mlp resnet gpt unet transformer lstm embbag twoio params sharedbuf viewmut datadep fnet mlp64 nestedout tiedconv intscale tiedtypes tmgpt tmcnn tmprims tmattn tmearly listout tuplemods bnnet; do
   start=$(date +%s.%N)
   if ! log=$("$PY" "$DIR/$m.py" "$OUT" 2>&1); then
     echo "$m: FAILED" >&2

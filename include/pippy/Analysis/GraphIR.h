@@ -32,6 +32,16 @@ bool isInModule(llvm::StringRef path, llvm::StringRef module);
 /// these: values each stage copies rather than receives.
 bool isReplicable(mlir::Operation *op);
 
+/// Whether `use` is a training-time in-place update of a stage's buffer:
+/// the buffer operand of a `pippy.assign`, or the running statistics of a
+/// normalisation in training mode (`aten.batch_norm`, `native_batch_norm`,
+/// `instance_norm` with input statistics), which the kernel updates.
+bool updatesInPlace(mlir::OpOperand &use);
+
+/// Whether a use of `param` updates it in place: a buffer that is stage
+/// state, which every op using it must share one stage with.
+bool isStageState(mlir::pippy::ParamOp param);
+
 /// The attribute pippy-import puts on a 0-d `torch.vtensor.literal` that
 /// TorchScript treats as a number (a wrapped number: `int_tensor * 0.5` is
 /// float32); the runtime marks the tensor it makes the same way.

@@ -45,13 +45,21 @@ struct TensorSpec {
 
 class Program {
 public:
+  /// What a forward means. In training, normalisations use batch statistics
+  /// and update running ones, dropout drops, and `Assign` updates buffers;
+  /// evaluation is `model.eval()`'s: every schema argument named `training`
+  /// or `train` is false, and buffers keep their values.
+  enum class Semantics { Training, Evaluation };
+
   /// Loads a verified program (pippy::exe::verify). An operator the
   /// running libtorch lacks, or arguments that do not bind to its schema,
   /// are errors naming `stage` ("stage 1"), the op and its location.
-  static Program load(const exe::Program &program, const std::string &stage);
+  static Program load(const exe::Program &program, const std::string &stage,
+                      Semantics semantics = Semantics::Training);
   /// The program of the first stage of an executable's bytes, verified
   /// first (tests and benches).
-  static Program loadFirstStage(const std::string &bytes);
+  static Program loadFirstStage(const std::string &bytes,
+                                Semantics semantics = Semantics::Training);
 
   /// Runs the program. `params` maps every parameter name to its tensor.
   /// With `capture`, also appends the values of those slots to `captured`.
@@ -102,6 +110,7 @@ private:
     BuildTuple,
     Unpack,
     FusedLinear, // aten::linear, gradients accumulated in place
+    Assign,      // inputs: a buffer and its new value, copied into it
   };
   struct Instruction {
     Kind kind;
