@@ -27,6 +27,16 @@
 #include "llvm/Support/FileSystem.h"
 
 #include <torch/csrc/jit/serialization/import.h>
+#include <torch/library.h>
+
+// `pippy.pipe_split()` (python/pippy): the split marker a traced model
+// records, known here so that torch::jit::load reads such a module. It
+// computes nothing and is side-effecting, so tracing keeps it.
+TORCH_LIBRARY_FRAGMENT(pippy, m) {
+  m.def(torch::schema("pippy::_pipe_split() -> ()",
+                      c10::AliasAnalysisKind::CONSERVATIVE),
+        [] {});
+}
 
 using namespace mlir;
 namespace td = ::mlir::torch;

@@ -193,6 +193,13 @@ void Importer::importNodeBody(jit::Node *node, const std::string &path) {
     return;
   }
 
+  static const c10::Symbol pipeSplit =
+      c10::Symbol::fromQualString("pippy::_pipe_split");
+  if (kind == pipeSplit) {
+    pd::SplitPointOp::create(builder, loc);
+    return;
+  }
+
   if (kind == c10::prim::If || kind == c10::prim::Loop ||
       kind == c10::prim::CallFunction || kind == c10::prim::PythonOp)
     fail("unsupported op " + describe(node) +

@@ -12,6 +12,7 @@ of the first micro-batch is eval mode's, as pippy-run --infer computes it.
 Floats are float32 except in mlp64 (float64); integer inputs and targets are
 int64. Any dtype pippy names (common._MLIR_DTYPES) is accepted.
 """
+import ctypes
 import json
 import os
 import sys
@@ -23,7 +24,15 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import st  # noqa: E402
 
-torch.set_num_threads(1)  # deterministic, machine-independent reductions
+# One intra-op thread, in OpenMP and in OpenBLAS (which torch.set_num_threads
+# leaves alone), as each pippy-run rank has: deterministic reductions that
+# sum in the same order on both sides (a BatchNorm over a 1x1 feature map
+# amplifies the last bit into visible differences).
+torch.set_num_threads(1)
+try:
+    ctypes.CDLL("libopenblas.so.0").openblas_set_num_threads(1)
+except (OSError, AttributeError):
+    pass  # another BLAS: torch.set_num_threads covers it
 
 _MLIR_DTYPES = {
     torch.float32: "f32",

@@ -17,7 +17,8 @@ out.
 With SPLIT_POINTS (`h.1:begin,h.2:begin`), the imported graph IR is split
 into a pipeline with pippy-opt (--pippy-annotate-split-points,
 --pippy-outline-stages) and the pipeline is run instead; with
-`stages=N policy=P` it is split by --pippy-split. With --nproc N the
+`stages=N policy=P` it is split by --pippy-split, and with `markers` at the
+model's own pipe_split() calls (--pippy-outline-stages). With --nproc N the
 pipeline runs on N processes (one stage each) with the given schedule, for
 inference and training alike; each rank writes its own step-1 gradients
 (FILE.rankR), which are merged here (a tied weight's replicas must agree).
@@ -140,9 +141,13 @@ def import_graph(m):
 def split(m, mlir, points):
     """Splits graph IR into a pipeline at SPLIT_POINTS; returns its path."""
     pipe = m.output(".pipe.mlir")
-    passes = ([f"--pippy-split={points}"] if points.startswith("stages=")
-              else [f"--pippy-annotate-split-points=points={points}",
-                    "--pippy-outline-stages"])
+    if points == "markers":  # the model's own pipe_split() calls
+        passes = ["--pippy-outline-stages"]
+    elif points.startswith("stages="):
+        passes = [f"--pippy-split={points}"]
+    else:
+        passes = [f"--pippy-annotate-split-points=points={points}",
+                  "--pippy-outline-stages"]
     run([m.tool("pippy-opt"), mlir] + passes + ["-o", pipe])
     stages = open(pipe).read().count("pippy.stage ")
     print(f"split    {stages} stages at {points}")

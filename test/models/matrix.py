@@ -5,8 +5,10 @@ cell with PyTorch (compare.py's checks).
 Usage: matrix.py MODEL WORK_DIR BIN_DIR
        matrix.py --list          (the models of matrix.txt, one per line)
 
-Generates the model into WORK_DIR, imports it once, then splits and runs
-each cell in its own folder, WORK_DIR/<ranks>-<schedule>-<options>. Prints
+Generates the model into WORK_DIR (with MODEL.py, or torchvision_zoo.py for
+the source `torchvision`), imports it once, then splits and runs each cell
+in its own folder, WORK_DIR/<ranks>-<schedule>-<options> (`1-unsplit` for
+the graph IR on one rank, in the `full` matrix). Prints
 compare.py's lines under a header per cell and a last line counting the
 cells that matched; exits non-zero if any did not (a failed command counts
 as a mismatch, and the other cells still run).
@@ -17,8 +19,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TABLE = os.path.join(HERE, "matrix.txt")
-SOURCES = ("pt", "torch-mlir")
-KINDS = ("standard", "wide")
+SOURCES = ("pt", "torch-mlir", "torchvision")
+KINDS = ("standard", "wide", "full")
 RELAYED = "skips=relay tied=transmit"
 
 
@@ -39,7 +41,7 @@ def read_table(path=TABLE):
 
 def cells(kind):
     """(ranks, schedule, split options) of one model's matrix."""
-    out = []
+    out = [(1, "1f1b", None)] if kind == "full" else []
     for n in (2, 4):
         pairs = [("gpipe", RELAYED), ("1f1b", "")]
         if kind == "wide":
@@ -50,12 +52,16 @@ def cells(kind):
 
 
 def run_cell(compare, m, graph, ranks, schedule, points):
-    print(f"== {ranks} ranks, {schedule}, {points}", flush=True)
-    m.work = os.path.join(m.zoo, f"{ranks}-{schedule}-" +
-                          points.replace(" ", "-").replace("=", ""))
+    if points is None:
+        print("== 1 rank, unsplit", flush=True)
+        m.work = os.path.join(m.zoo, "1-unsplit")
+    else:
+        print(f"== {ranks} ranks, {schedule}, {points}", flush=True)
+        m.work = os.path.join(m.zoo, f"{ranks}-{schedule}-" +
+                              points.replace(" ", "-").replace("=", ""))
     os.makedirs(m.work, exist_ok=True)
     try:
-        pipe = compare.split(m, graph, points)
+        pipe = graph if points is None else compare.split(m, graph, points)
         return compare.check_run(m, pipe, ranks, schedule, [])
     except SystemExit:  # compare.run printed the failed command
         return False
@@ -73,8 +79,11 @@ def main():
         sys.exit(f"matrix.py: {name!r} is not in {TABLE}")
     source, kind = table[name]
     os.makedirs(work, exist_ok=True)
-    subprocess.run([sys.executable, os.path.join(HERE, name + ".py"), work],
-                   check=True, stdout=subprocess.DEVNULL)
+    generator = ([os.path.join(HERE, "torchvision_zoo.py"), name]
+                 if source == "torchvision"
+                 else [os.path.join(HERE, name + ".py")])
+    subprocess.run([sys.executable] + generator + [work], check=True,
+                   stdout=subprocess.DEVNULL)
     sys.path.insert(0, HERE)
     import compare  # noqa: E402 (imports torch: after the generator ran)
     m = compare.Model(name, work, work, bindir, source == "torch-mlir")
