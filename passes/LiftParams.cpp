@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "pippy/Analysis/GraphIR.h"
 #include "pippy/Dialect/Pippy/PippyDialect.h"
 #include "pippy/Passes/Passes.h"
 #include "pippy/Support/OpNames.h"
@@ -93,6 +94,9 @@ struct LiftParamsPass
     });
     if (failed)
       return signalPassFailure();
+    // Random ops draw from streams numbered in the whole graph, before any
+    // split (as pippy-import numbers a traced model's).
+    ::pippy::numberRandomOps(module);
 
     // Buffers: running statistics found here, and those the user names.
     std::vector<std::string> bufferNames = findRunningStatistics(module);

@@ -23,6 +23,9 @@ def PippyLiftParams : Pass<"pippy-lift-params", "::mlir::ModuleOp"> {
     - integer and single-element literals stay constants;
     - `torch.operator "torch.pippy._pipe_split"` (a user's `pipe_split()`)
       becomes `pippy.split_point`.
+    - each random op (`dropout`, `bernoulli`, `uniform`, `rand_like`, ...)
+      gets `pippy.random_stream`, numbered in op order, so that its numbers
+      under `pippy-run --seed` do not depend on how the graph is split.
 
     A `dense_resource` literal keeps its resource key as the parameter name,
     so every literal of one resource becomes one (tied) parameter. A `dense`

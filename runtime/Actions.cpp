@@ -87,9 +87,11 @@ void RankRunner::forward(MicroBatch &mb, int m, int64_t begin, bool training) {
     inputs.emplace_back(t);
   }
   mb.captured.clear();
+  RandomKey random{options.seed, currentStep, m};
   mb.outputs = program->run(
       inputs, params, training && !deferred.empty() ? &captureSlots : nullptr,
-      &mb.captured, options.profilePath.empty() ? nullptr : &opNanoseconds);
+      &mb.captured, options.profilePath.empty() ? nullptr : &opNanoseconds,
+      &random);
   ++forwardsRun;
   if (training && plan.holdsOutput()) {
     at::Tensor target = options.loss == LossKind::None

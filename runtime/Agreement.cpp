@@ -52,6 +52,7 @@ void RankRunner::checkRanksAgree() {
            opt(options.beta1) + " " + opt(options.beta2) + " " +
            opt(options.eps)},
       {"--clip-grad-norm", opt(options.clipGradNorm)},
+      {"--seed", std::to_string(options.seed)},
       {"--autograd-weight-grads", options.autogradWeightGrads ? "on" : "off"},
       {"--save-weights", onOff(options.saveWeightsPath)},
       {"--save-grads", onOff(options.saveGradsPath)},

@@ -187,6 +187,7 @@ void RankRunner::train() {
       backwardSeconds = 0;
     }
     Clock::time_point start = Clock::now();
+    currentStep = step;
     releaseGradients(*optimizer);
     stepLoss = 0;
     std::vector<MicroBatch> mbs(M);

@@ -219,6 +219,39 @@ Results unsafeIndex(Args &a) {
   return {at::index(a[0].toTensor(), indices)};
 }
 
+/// PyTorch 2's functional `normal_`, which 1.13 lacks (pippy-import turns a
+/// traced `normal_` into it, as Torch-MLIR does).
+Results normalFunctional(Args &a) {
+  return {at::empty_like(a[0].toTensor())
+              .normal_(a[1].toDouble(), a[2].toDouble())};
+}
+
+// What `--infer` runs in place of a random op: its expected value, which
+// is what eval mode gives the masks and noise a model traced in train mode
+// draws (stochastic depth's `bernoulli_(p)` divided by p keeps every row).
+
+at::Tensor filledLike(Args &a, double value, size_t dtypeArg = 0) {
+  const at::Tensor &self = a[0].toTensor();
+  if (dtypeArg && !a[dtypeArg].isNone())
+    return at::full_like(self, value,
+                         self.options().dtype(a[dtypeArg].toScalarType()));
+  return at::full_like(self, value);
+}
+
+Results expectedBernoulli(Args &a) {
+  // bernoulli(self) draws 1 with probability self; bernoulli.p with p.
+  return {a.size() == 3 ? filledLike(a, a[1].toDouble())
+                        : a[0].toTensor().detach().clone()};
+}
+
+Results expectedUniform(Args &a) {
+  return {filledLike(a, (a[1].toDouble() + a[2].toDouble()) / 2)};
+}
+
+Results expectedNormal(Args &a) { return {filledLike(a, a[1].toDouble())}; }
+Results expectedRandLike(Args &a) { return {filledLike(a, 0.5, 1)}; }
+Results expectedRandnLike(Args &a) { return {filledLike(a, 0.0, 1)}; }
+
 struct Entry {
   const char *schema;
   Results (*body)(Args &);
@@ -270,6 +303,29 @@ const Entry kEntries[] = {
      safeSoftmax},
     {"aten::_unsafe_index.Tensor(Tensor self, Tensor?[] indices) -> Tensor",
      unsafeIndex},
+    {"aten::normal_functional(Tensor self, float mean=0., float std=1., *, "
+     "Generator? generator=None) -> Tensor",
+     normalFunctional},
+    {"pippy::expected_bernoulli(Tensor self, *, Generator? generator=None) "
+     "-> Tensor",
+     expectedBernoulli},
+    {"pippy::expected_bernoulli.p(Tensor self, float p, *, Generator? "
+     "generator=None) -> Tensor",
+     expectedBernoulli},
+    {"pippy::expected_uniform(Tensor self, float from=0., float to=1., *, "
+     "Generator? generator=None) -> Tensor",
+     expectedUniform},
+    {"pippy::expected_normal_functional(Tensor self, float mean=0., float "
+     "std=1., *, Generator? generator=None) -> Tensor",
+     expectedNormal},
+    {"pippy::expected_rand_like(Tensor self, *, ScalarType? dtype=None, "
+     "Layout? layout=None, Device? device=None, bool? pin_memory=None, "
+     "MemoryFormat? memory_format=None) -> Tensor",
+     expectedRandLike},
+    {"pippy::expected_randn_like(Tensor self, *, ScalarType? dtype=None, "
+     "Layout? layout=None, Device? device=None, bool? pin_memory=None, "
+     "MemoryFormat? memory_format=None) -> Tensor",
+     expectedRandnLike},
 };
 
 using Key =
@@ -305,6 +361,18 @@ pippy::rt::findExtraOperator(const c10::OperatorName &name,
                              size_t numOperands) {
   auto it = table().find(Key{name.name, name.overload_name, numOperands});
   return it == table().end() ? nullptr : &it->second;
+}
+
+const pippy::rt::ExtraOperator *
+pippy::rt::findExpectation(const c10::OperatorName &random) {
+  if (random.name.rfind("aten::", 0) != 0)
+    return nullptr;
+  std::string name = "pippy::expected_" + random.name.substr(6);
+  auto it = table().lower_bound(Key{name, random.overload_name, 0});
+  if (it == table().end() || std::get<0>(it->first) != name ||
+      std::get<1>(it->first) != random.overload_name)
+    return nullptr;
+  return &it->second;
 }
 
 std::vector<const c10::FunctionSchema *> pippy::rt::extraOperatorSchemas() {

@@ -6,8 +6,9 @@
 // registers them only from Python), and ATen operators added after 1.13
 // that `torch.export` writes (`scaled_dot_product_attention`,
 // `_native_batch_norm_legit_no_training`, `rms_norm`, `_safe_softmax`,
-// `_unsafe_index`). The interpreter runs them here, each as ATen calls that
-// autograd differentiates.
+// `_unsafe_index`, `normal_functional`). The interpreter runs them here, each
+// as ATen calls that autograd differentiates. The `pippy::expected_*`
+// operators are what `--infer` runs in place of random ops.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,6 +31,11 @@ struct ExtraOperator {
 /// `numOperands` arguments, if pippy has it.
 const ExtraOperator *findExtraOperator(const c10::OperatorName &name,
                                        size_t numOperands);
+
+/// The operator `--infer` runs in place of random op `random`
+/// (`aten::bernoulli.p`): its expected value, of the same arguments; none
+/// for a random op that has none here.
+const ExtraOperator *findExpectation(const c10::OperatorName &random);
 
 /// The schemas of every operator pippy has (for the lowering's table of
 /// argument names).

@@ -222,6 +222,15 @@ const std::vector<Option> &options() {
       {"infer", nullptr, "forward only", flag(&RunOptions::infer)},
       {"output", "FILE", "--infer: outputs file",
        text(&RunOptions::outputPath)},
+      {"seed", "N",
+       "seed of the random ops (dropout, ...; default 0): each call draws "
+       "from (seed, step, micro-batch, the op), the same on any split",
+       [](RunOptions &o, const std::string &v) {
+         int seed = 0;
+         std::string error = parseInt("seed", v, 0, seed);
+         o.seed = static_cast<uint64_t>(seed);
+         return error;
+       }},
       {"threads-per-rank", "N", "intra-op threads per rank (default 1)",
        integer("threads-per-rank", &RunOptions::threads, 1)},
       {"timeout", "SECONDS",

@@ -169,6 +169,7 @@ private:
   Instruction instruction(const exe::Instruction &inst) {
     Instruction result;
     result.countedOp = inst.counted();
+    result.randomStream = inst.random_stream();
     result.outputs.assign(inst.outputs()->begin(), inst.outputs()->end());
     switch (inst.kind()) {
     case exe::InstructionKind::BuildList:
@@ -201,6 +202,14 @@ private:
                                      Instruction &result) {
     const exe::Operator &op = *source.operators()->Get(inst.op());
     c10::OperatorName name(op.name()->str(), op.overload()->str());
+    // Evaluation: a random op is its expected value (eval mode's
+    // stochastic depth keeps every row, its noise is off).
+    if (semantics == Program::Semantics::Evaluation)
+      if (const auto *expected = rt::findExpectation(name)) {
+        result.kind = Kind::Operator;
+        result.operation = expected->operation;
+        return expected->schema;
+      }
     Resolved &r = resolved[inst.op()];
     if (!r.schema) {
       if (auto handle = c10::Dispatcher::singleton().findSchema(name)) {
@@ -393,12 +402,35 @@ Program Program::loadFirstStage(const std::string &bytes, Semantics semantics) {
               semantics);
 }
 
-std::vector<c10::IValue>
-Program::run(const std::vector<c10::IValue> &args,
-             const std::map<std::string, at::Tensor> &params,
-             const std::vector<int> *capture,
-             std::vector<c10::IValue> *captured,
-             std::vector<int64_t> *opNanoseconds) const {
+namespace {
+
+/// SplitMix64's finaliser: consecutive inputs give unrelated outputs.
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+/// Seeds the default CPU generator for one call of random op `stream`: a
+/// counter-based draw, a function of the key and the stream alone.
+void seedRandomOp(const RandomKey &key, int stream) {
+  uint64_t seed = mix(
+      mix(mix(mix(key.seed) ^ uint64_t(key.step)) ^ uint64_t(key.microbatch)) ^
+      uint64_t(stream));
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_current_seed(seed);
+}
+
+} // namespace
+
+std::vector<c10::IValue> Program::run(
+    const std::vector<c10::IValue> &args,
+    const std::map<std::string, at::Tensor> &params,
+    const std::vector<int> *capture, std::vector<c10::IValue> *captured,
+    std::vector<int64_t> *opNanoseconds, const RandomKey *random) const {
+  static const RandomKey zeros;
   if (args.size() != argSlots.size())
     throw RuntimeError("expected " + std::to_string(argSlots.size()) +
                        " inputs but got " + std::to_string(args.size()));
@@ -421,6 +453,8 @@ Program::run(const std::vector<c10::IValue> &args,
     stack.clear();
     for (int s : inst.inputs)
       stack.push_back(slots[s]);
+    if (inst.randomStream >= 0)
+      seedRandomOp(random ? *random : zeros, inst.randomStream);
     switch (inst.kind) {
     case Kind::Dispatch:
       inst.handle->callBoxed(stack);

@@ -159,6 +159,7 @@ private:
   std::vector<int> captureSlots;
   std::vector<std::vector<at::Tensor>> linearInputs, linearGrads;
   int currentMicrobatch = 0;
+  int currentStep = 0; ///< the training step running (random ops' key)
   std::vector<int64_t> opNanoseconds; // --profile, per counted op
   int64_t forwardsRun = 0;
   double backwardSeconds = 0;

@@ -7,7 +7,8 @@ packages=(
   cmake ninja-build ccache lld g++ make
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   libtorch-dev python3-torch libgloo-dev libopenblas0-pthread
-  libgtest-dev python3-numpy python3-torchvision libzstd-dev zlib1g-dev
+  libgtest-dev python3-numpy libzstd-dev zlib1g-dev
+  python3-torchvision python3-torchtext python3-torchaudio
   libmimalloc-dev
   flatbuffers-compiler libflatbuffers-dev nlohmann-json3-dev
 )

@@ -4,6 +4,7 @@
 
 #include "pippy/Dialect/Pippy/PippyDialect.h"
 #include "pippy/Dialect/Torch/TorchDialect.h"
+#include "pippy/Support/OpNames.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseSet.h"
@@ -53,6 +54,37 @@ bool isReplicable(Operation *op) {
       return def && isReplicable(def);
     });
   return false;
+}
+
+bool isRandomOp(StringRef name) {
+  return llvm::StringSwitch<bool>(name)
+      .Cases("dropout", "feature_dropout", "alpha_dropout",
+             "feature_alpha_dropout", "native_dropout", true)
+      .Cases("bernoulli", "rand", "rand_like", "randn", "randn_like", true)
+      .Cases("randint", "randint_like", "randperm", "random", "normal", true)
+      .Cases("normal_functional", "uniform", true)
+      .Cases("multinomial", "poisson", "exponential", "geometric", "cauchy",
+             true)
+      .Cases("log_normal", "rrelu", "rrelu_with_noise", true)
+      .Default(false);
+}
+
+void numberRandomOps(Operation *root) {
+  int64_t next = 0;
+  SmallVector<Operation *> unnumbered;
+  root->walk([&](Operation *op) {
+    if (auto stream = op->getAttrOfType<IntegerAttr>(kRandomStreamAttr)) {
+      next = std::max(next, stream.getInt() + 1);
+      return;
+    }
+    std::optional<AtenOpName> name =
+        parseTorchOpName(op->getName().getStringRef());
+    if (name && name->ns == "aten" && isRandomOp(name->name))
+      unnumbered.push_back(op);
+  });
+  Builder builder(root->getContext());
+  for (Operation *op : unnumbered)
+    op->setAttr(kRandomStreamAttr, builder.getI64IntegerAttr(next++));
 }
 
 bool updatesInPlace(OpOperand &use) {

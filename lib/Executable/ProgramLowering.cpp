@@ -431,6 +431,8 @@ LogicalResult ProgramWriter::lowerCall(Operation *op, Call &call) {
     return op->emitError("'") << sourceName << "' is not an operator name";
   call.kind = InstructionKind::Call;
   call.op = operatorOf(sourceName, name->qualifiedName(), name->overload);
+  if (auto stream = op->getAttrOfType<IntegerAttr>(::pippy::kRandomStreamAttr))
+    call.randomStream = static_cast<int>(stream.getInt());
   // Operands follow the schema's order; name them as the schema of the
   // libtorch pippy was built with does. More operands than it has (a newer
   // PyTorch's operator) stay positional, for the runtime to judge.
@@ -473,10 +475,11 @@ ProgramWriter::serialize(flatbuffers::FlatBufferBuilder &fbb,
     std::vector<flatbuffers::Offset<Argument>> args;
     for (const auto &[name, slot] : call.args)
       args.push_back(CreateArgument(fbb, fbb.CreateString(name), slot));
-    instructions.push_back(CreateInstruction(
-        fbb, call.kind, call.op, fbb.CreateVector(args),
-        fbb.CreateVector(call.inputs), call.element,
-        fbb.CreateVector(call.outputs), call.location, call.counted));
+    instructions.push_back(
+        CreateInstruction(fbb, call.kind, call.op, fbb.CreateVector(args),
+                          fbb.CreateVector(call.inputs), call.element,
+                          fbb.CreateVector(call.outputs), call.location,
+                          call.counted, call.randomStream));
   }
   auto kinds = fbb.CreateVector(
       reinterpret_cast<const uint8_t *>(slotKinds.data()), slotKinds.size());

@@ -90,6 +90,7 @@ private:
     ListElement element = ListElement::Any;
     unsigned location = 0;
     int counted = -1;
+    int randomStream = -1;
   };
 
   int newSlot(mlir::Value value);

@@ -191,6 +191,8 @@ void printInstruction(const Instruction &inst, const Program &program,
        << inst.inputs()->Get(1);
     break;
   }
+  if (inst.random_stream() >= 0)
+    os << " random " << inst.random_stream();
   os << "  # " << program.locations()->Get(inst.location())->str() << "\n";
 }
 

@@ -27,6 +27,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -119,6 +120,8 @@ private:
   bool isFoldable(jit::Node *node);
   void importGetAttr(jit::Node *node, mlir::Location loc);
   void importOperator(jit::Node *node, mlir::Location loc);
+  bool toFunctional(jit::Node *node, const std::string &ns, std::string &name,
+                    std::string &overload);
   void assignBuffer(jit::Node *node, const std::string &buffer,
                     mlir::Value value, mlir::Location loc);
 
@@ -159,6 +162,7 @@ private:
   std::map<std::string, mlir::Value> paramValues;
   /// Buffers given a new value in place (`pippy.assign`), by name.
   std::map<std::string, mlir::Value> assignedBuffers;
+  int64_t nextRandomStream = 0; ///< the next random op's `pippy.random_stream`
   mlir::Operation *lastParam = nullptr;
   std::string currentPath;
   std::unordered_map<jit::Value *, c10::IValue> shadow;

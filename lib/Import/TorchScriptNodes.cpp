@@ -128,6 +128,41 @@ const c10::FunctionSchema *Importer::functionalOverload(jit::Node *node,
   return nullptr;
 }
 
+/// Renames in-place op `node` (`name` already without its underscore) to
+/// its functional form: the overload of the same name, else one taking the
+/// same arguments (`bernoulli_.float` is `bernoulli.p`), else the functional
+/// operator PyTorch 2 added, which pippy-run provides (`normal_` is
+/// `normal_functional`). False if there is none.
+bool Importer::toFunctional(jit::Node *node, const std::string &ns,
+                            std::string &name, std::string &overload) {
+  const c10::FunctionSchema &own = node->schema();
+  auto ops =
+      jit::getAllOperatorsFor(c10::Symbol::fromQualString(ns + "::" + name));
+  for (const auto &op : ops)
+    if (op->schema().overload_name() == own.overload_name())
+      return true;
+  for (const auto &op : ops) {
+    const c10::FunctionSchema &other = op->schema();
+    if (other.is_mutable() ||
+        other.arguments().size() != own.arguments().size())
+      continue;
+    bool match = true;
+    for (size_t a = 0; a < own.arguments().size() && match; ++a)
+      match = a == 0 ||
+              (own.arguments()[a].name() == other.arguments()[a].name() &&
+               *own.arguments()[a].type() == *other.arguments()[a].type());
+    if (match) {
+      overload = other.overload_name();
+      return true;
+    }
+  }
+  if (ns == "aten" && name == "normal" && overload.empty()) {
+    name = "normal_functional";
+    return true;
+  }
+  return false;
+}
+
 /// The 0-d constants TorchScript runs as numbers, made wrapped numbers.
 void Importer::wrapNumbers(jit::Node *node, jit::Stack &stack) {
   for (size_t i = 0; i < stack.size(); ++i)
@@ -431,6 +466,9 @@ void Importer::importOperator(jit::Node *node, Location loc) {
       checkNotParameterMemory(node, written);
     }
     name.pop_back();
+    if (!toFunctional(node, ns, name, overload))
+      fail(describe(node) + " is in place, and its operator has no "
+                            "functional form with the same arguments");
   }
 
   // An `out=` op writes its result into its out arguments: it becomes
@@ -485,6 +523,11 @@ void Importer::importOperator(jit::Node *node, Location loc) {
   state.addOperands(operands);
   state.addTypes(resultTypes);
   Operation *op = builder.create(state);
+  // A random op's stream: its place in the imported graph, which splitting
+  // does not change.
+  if (::pippy::isRandomOp(name))
+    op->setAttr(::pippy::kRandomStreamAttr,
+                builder.getI64IntegerAttr(nextRandomStream++));
   for (size_t i = 0; i < node->outputs().size(); ++i)
     mapped[node->outputs()[i]] = op->getResult(i);
   if (written) {

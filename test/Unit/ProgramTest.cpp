@@ -6,69 +6,13 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "pippy/Runtime/Program.h"
+#include "ProgramFixture.h"
 
-#include "pippy/Dialect/Pippy/PippyDialect.h"
-#include "pippy/Dialect/Torch/TorchDialect.h"
 #include "pippy/Executable/Format.h"
-#include "pippy/Executable/Lowering.h"
-
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/BuiltinOps.h"
-#include "mlir/Parser/Parser.h"
-
-#include <torch/torch.h>
-
-#include "gtest/gtest.h"
 
 #include <cstring>
 
 namespace {
-
-class ProgramTest : public ::testing::Test {
-protected:
-  ProgramTest() {
-    context.loadDialect<mlir::func::FuncDialect, mlir::torch::TorchDialect,
-                        mlir::pippy::PippyDialect>();
-  }
-
-  /// The program of `ir`'s one-rank executable, loaded.
-  pippy::Program compile(const std::string &ir) { return load(lower(ir)); }
-
-  static pippy::Program load(const std::string &bytes,
-                             pippy::Program::Semantics semantics =
-                                 pippy::Program::Semantics::Training) {
-    return pippy::Program::loadFirstStage(bytes, semantics);
-  }
-
-  std::string lower(const std::string &ir) {
-    module = mlir::parseSourceString<mlir::ModuleOp>(ir, &context);
-    EXPECT_TRUE(module) << ir;
-    mlir::FailureOr<std::string> bytes = pippy::exe::lowerForOneRank(*module);
-    if (mlir::failed(bytes))
-      throw pippy::RuntimeError("the lowering failed");
-    return *bytes;
-  }
-
-  std::string compileError(const std::string &ir) {
-    try {
-      compile(ir);
-    } catch (const pippy::RuntimeError &e) {
-      return e.what();
-    }
-    return "no error";
-  }
-
-  /// expectSameTraining for `ir` compiled twice, once with `weights` fused.
-  void expectFusedTrainsLikePlain(const std::string &ir,
-                                  const std::set<std::string> &weights,
-                                  const std::map<std::string, at::Tensor> &init,
-                                  at::IntArrayRef inputSizes,
-                                  at::ScalarType dtype = at::kFloat);
-
-  mlir::MLIRContext context;
-  mlir::OwningOpRef<mlir::ModuleOp> module;
-};
 
 const char *kLinearRelu = R"mlir(
 func.func @forward(%x: !torch.vtensor<[2,4],f32>) -> !torch.vtensor<[2,3],f32> {
@@ -170,6 +114,8 @@ void expectSameTraining(const pippy::Program &plain,
 }
 
 /// expectSameTraining for `ir` compiled twice, once with `weights` fused.
+} // namespace
+
 void ProgramTest::expectFusedTrainsLikePlain(
     const std::string &ir, const std::set<std::string> &weights,
     const std::map<std::string, at::Tensor> &init, at::IntArrayRef inputSizes,
@@ -179,6 +125,8 @@ void ProgramTest::expectFusedTrainsLikePlain(
   fused.fuseWeightGradients(weights);
   expectSameTraining(plain, fused, init, inputSizes, dtype);
 }
+
+namespace {
 
 TEST_F(ProgramTest, FusedWeightGradientsAreAutogradsBitForBit) {
   torch::manual_seed(0);
@@ -488,60 +436,3 @@ TEST_F(ProgramTest, RejectsMissingParametersAndWrongArgumentCounts) {
 }
 
 } // namespace
-
-// A training-mode BatchNorm and its num_batches_tracked.add_(1), as
-// pippy-import writes them.
-const char *kBatchNorm = R"mlir(
-func.func @forward(%x: !torch.vtensor<[4,3],f32>) -> !torch.vtensor<[4,3],f32> {
-  %mean = pippy.param "bn.running_mean" : !torch.vtensor<[3],f32>
-  %var = pippy.param "bn.running_var" : !torch.vtensor<[3],f32>
-  %n = pippy.param "bn.num_batches_tracked" : !torch.vtensor<[],si64>
-  %none = torch.constant.none
-  %true = torch.constant.bool true
-  %int1 = torch.constant.int 1
-  %momentum = torch.constant.float 1.000000e-01
-  %eps = torch.constant.float 1.000000e-05
-  %n1 = torch.aten.add.Scalar %n, %int1, %int1 : !torch.vtensor<[],si64>, !torch.int, !torch.int -> !torch.vtensor<[],si64>
-  pippy.assign %n = %n1 : !torch.vtensor<[],si64>
-  %y = torch.aten.batch_norm %x, %none, %none, %mean, %var, %true, %momentum, %eps, %true : !torch.vtensor<[4,3],f32>, !torch.none, !torch.none, !torch.vtensor<[3],f32>, !torch.vtensor<[3],f32>, !torch.bool, !torch.float, !torch.float, !torch.bool -> !torch.vtensor<[4,3],f32>
-  return %y : !torch.vtensor<[4,3],f32>
-}
-)mlir";
-
-TEST_F(ProgramTest, TrainingUpdatesBuffersAndEvaluationReadsThem) {
-  std::string bytes = lower(kBatchNorm);
-  torch::manual_seed(0);
-  at::Tensor x = torch::randn({4, 3}) * 3 + 1;
-  auto fresh = [] {
-    return std::map<std::string, at::Tensor>{
-        {"bn.running_mean", torch::zeros({3})},
-        {"bn.running_var", torch::ones({3})},
-        {"bn.num_batches_tracked", torch::zeros({}, torch::kLong)}};
-  };
-
-  // Training: batch statistics, running ones updated in place, the count
-  // assigned; twice, as two micro-batches.
-  pippy::Program training = load(bytes);
-  std::map<std::string, at::Tensor> params = fresh();
-  at::Tensor mean = torch::zeros({3}), var = torch::ones({3});
-  for (int step = 1; step <= 2; ++step) {
-    at::Tensor out = training.run({x}, params)[0].toTensor();
-    at::Tensor expected =
-        at::batch_norm(x, {}, {}, mean, var, true, 0.1, 1e-5, true);
-    EXPECT_TRUE(at::equal(out, expected));
-    EXPECT_TRUE(at::equal(params["bn.running_mean"], mean));
-    EXPECT_TRUE(at::equal(params["bn.running_var"], var));
-    EXPECT_EQ(params["bn.num_batches_tracked"].item<int64_t>(), step);
-  }
-  EXPECT_FALSE(at::equal(mean, torch::zeros({3}))); // the check can fail
-
-  // Evaluation (--infer): running statistics, buffers untouched.
-  pippy::Program evaluation =
-      load(bytes, pippy::Program::Semantics::Evaluation);
-  EXPECT_EQ(evaluation.numInstructions(), training.numInstructions() - 1);
-  at::Tensor out = evaluation.run({x}, params)[0].toTensor();
-  EXPECT_TRUE(at::equal(
-      out, at::batch_norm(x, {}, {}, mean, var, false, 0.1, 1e-5, true)));
-  EXPECT_TRUE(at::equal(params["bn.running_mean"], mean));
-  EXPECT_EQ(params["bn.num_batches_tracked"].item<int64_t>(), 2);
-}

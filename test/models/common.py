@@ -6,7 +6,9 @@ Each generator script does, in this order:
     data  = ...                   # from a separate torch.Generator (data_gen())
     generate(name, model, example_inputs, data_inputs, targets, loss, out_dir)
 
-Models must be deterministic in train mode: no dropout (or p=0). BatchNorm
+Models compared with PyTorch must be deterministic in train mode: no
+dropout (or p=0); the zoos' --real-rates models and dropnet, run under
+pippy-run --seed, are compared with each other instead. BatchNorm
 trains with batch statistics per micro-batch (bnnet); the reference output
 of the first micro-batch is eval mode's, as pippy-run --infer computes it.
 Floats are float32 except in mlp64 (float64); integer inputs and targets are
@@ -245,6 +247,12 @@ def generate(name, model, example_inputs, data_inputs, targets, loss, out_dir,
     return ref, time.time() - t0
 
 
+def _report(name, result):
+    ref, dt = result
+    print("%s: losses %s (%.2fs)" % (
+        name, ", ".join("%.6f" % l for l in ref["losses"]), dt))
+
+
 def main(name, build):
     """Entry point of a generator: build() -> (model, example_inputs,
     data_inputs, targets, loss[, kwargs])."""
@@ -252,5 +260,29 @@ def main(name, build):
         sys.exit("usage: %s OUT_DIR" % sys.argv[0])
     res = build()
     kw = res[5] if len(res) > 5 else {}
-    ref, dt = generate(name, *res[:5], out_dir=sys.argv[1], **kw)
-    print("%s: losses %s (%.2fs)" % (name, ", ".join("%.6f" % l for l in ref["losses"]), dt))
+    _report(name, generate(name, *res[:5], out_dir=sys.argv[1], **kw))
+
+
+# The zoos of several models (torchvision_zoo.py, torchtext_zoo.py,
+# torchaudio_zoo.py): micro-batches of 2 rows, 2 per step, 3 steps.
+ZOO_MB, ZOO_M, ZOO_STEPS = 2, 2, 3
+ZOO_ROWS = ZOO_MB * ZOO_M * ZOO_STEPS
+
+
+def zoo_main(models, build, doc):
+    """Entry point of a zoo: `--list` prints its models' names; `MODEL
+    OUT_DIR [--real-rates]` generates build(MODEL, real) -> (model,
+    example_inputs, data_inputs, targets, loss), with dropout and
+    stochastic depth at the library's own rates if real (for pippy-run
+    --seed), at 0 otherwise."""
+    args = sys.argv[1:]
+    if args == ["--list"]:
+        print("\n".join(models))
+        sys.exit(0)
+    real = "--real-rates" in args
+    args = [a for a in args if a != "--real-rates"]
+    if len(args) != 2 or args[0] not in models:
+        sys.exit(doc)
+    name, out_dir = args
+    _report(name, generate(name, *build(name, real), out_dir=out_dir,
+                           microbatches=ZOO_M, steps=ZOO_STEPS))

@@ -4,7 +4,7 @@ compares everything with PyTorch's reference numbers.
 
 Usage: compare.py MODEL ZOO_DIR BIN_DIR [SPLIT_POINTS] [--nproc N]
                   [--schedule gpipe|1f1b] [--torch-mlir] [--work DIR]
-                  [PIPPY_RUN_FLAG ...]
+                  [--forward-only] [PIPPY_RUN_FLAG ...]
 
 With --torch-mlir the model comes from MODEL.torch.mlir (Torch-MLIR's text,
 see torchmlir.py) through pippy-opt --pippy-lift-params instead of from
@@ -23,7 +23,8 @@ pipeline runs on N processes (one stage each) with the given schedule, for
 inference and training alike; each rank writes its own step-1 gradients
 (FILE.rankR), which are merged here (a tied weight's replicas must agree).
 Flags after the split points (`--defer-weight-grads`) go to the training
-run.
+run. --forward-only checks the output alone (a model whose training draws
+random numbers, which PyTorch's cannot match).
 
 ZOO_DIR holds the generator's files (MODEL.pt, MODEL.data.safetensors,
 MODEL.ref.json, ...); BIN_DIR holds pippy-import and pippy-run. What this
@@ -203,9 +204,14 @@ def check_training(m, mlir, dist, nproc, extra):
     return compare_tensors("weights", got, final_ref) and ok
 
 
+def dist_flags(nproc, schedule):
+    """pippy-run's flags for a run on nproc ranks."""
+    return ["--nproc", str(nproc), "--schedule", schedule, "--timeout", "60"]
+
+
 def check_run(m, mlir, nproc, schedule, extra):
     """Runs MLIR (graph IR or a pipeline) and compares it with PyTorch."""
-    dist = ["--nproc", str(nproc), "--schedule", schedule, "--timeout", "60"]
+    dist = dist_flags(nproc, schedule)
     if nproc > 1:
         print(f"run      {nproc} ranks, {schedule}")
     ok = check_forward(m, mlir, dist)
@@ -220,9 +226,9 @@ def main():
             i = args.index(flag)
             flags[flag] = args[i + 1]
             del args[i:i + 2]
-    torch_mlir = "--torch-mlir" in args
-    if torch_mlir:
-        args.remove("--torch-mlir")
+    switches = {s: s in args for s in ("--torch-mlir", "--forward-only")}
+    args = [a for a in args if a not in switches]
+    torch_mlir = switches["--torch-mlir"]
     name, zoo, bindir = args[:3]
     points = args[3] if len(args) > 3 and not args[3].startswith("--") \
         else None
@@ -233,7 +239,11 @@ def main():
     mlir = import_graph(m)
     if points:
         mlir = split(m, mlir, points)
-    ok = check_run(m, mlir, int(flags["--nproc"]), flags["--schedule"], extra)
+    nproc = int(flags["--nproc"])
+    if switches["--forward-only"]:
+        ok = check_forward(m, mlir, dist_flags(nproc, flags["--schedule"]))
+    else:
+        ok = check_run(m, mlir, nproc, flags["--schedule"], extra)
     return 0 if ok else 1
 
 

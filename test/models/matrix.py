@@ -5,49 +5,90 @@ cell with PyTorch (compare.py's checks).
 Usage: matrix.py MODEL WORK_DIR BIN_DIR
        matrix.py --list          (the models of matrix.txt, one per line)
 
-Generates the model into WORK_DIR (with MODEL.py, or torchvision_zoo.py for
-the source `torchvision`), imports it once, then splits and runs each cell
-in its own folder, WORK_DIR/<ranks>-<schedule>-<options> (`1-unsplit` for
-the graph IR on one rank, in the `full` matrix). Prints
+Generates the model into WORK_DIR (with MODEL.py, or SOURCE_zoo.py for the
+sources `torchvision`, `torchtext` and `torchaudio`), imports it once, then
+splits and runs each cell in its own folder,
+WORK_DIR/<ranks>-<schedule>-<options> (`1-unsplit` for the graph IR on one
+rank, in the `full` matrix). Prints
 compare.py's lines under a header per cell and a last line counting the
 cells that matched; exits non-zero if any did not (a failed command counts
 as a mismatch, and the other cells still run).
 """
+import collections
 import os
 import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TABLE = os.path.join(HERE, "matrix.txt")
-SOURCES = ("pt", "torch-mlir", "torchvision")
+SOURCES = ("pt", "torch-mlir", "torchvision", "torchtext", "torchaudio")
 KINDS = ("standard", "wide", "full")
 RELAYED = "skips=relay tied=transmit"
 
+Row = collections.namedtuple("Row", "source kind seeded points")
+
+
+def parse_row(words):
+    """A row's words after the model's name, as a Row; None if malformed.
+    `seeded` is False, True, or the learning rate of `seeded=LR`."""
+    if len(words) < 2 or words[0] not in SOURCES or words[1] not in KINDS:
+        return None
+    seeded, points = False, None
+    for extra in words[2:]:
+        if extra == "seeded" and not seeded:
+            seeded = True
+        elif extra.startswith("seeded=") and not seeded:
+            try:
+                seeded = float(extra[len("seeded="):])
+            except ValueError:
+                return None
+        elif extra.startswith("points=") and points is None:
+            points = extra[len("points="):]
+        else:
+            return None
+    return Row(words[0], words[1], seeded, points)
+
 
 def read_table(path=TABLE):
-    """matrix.txt as {model: (source, cells)}; '#' starts a comment."""
+    """matrix.txt as {model: Row}; '#' starts a comment."""
     table = {}
     for number, line in enumerate(open(path), 1):
         words = line.split("#", 1)[0].split()
         if not words:
             continue
-        if (len(words) != 3 or words[1] not in SOURCES
-                or words[2] not in KINDS or words[0] in table):
+        row = parse_row(words[1:])
+        if row is None or words[0] in table:
             sys.exit(f"{path}:{number}: expected 'MODEL {'|'.join(SOURCES)} "
-                     f"{'|'.join(KINDS)}' once per model, got {line.strip()!r}")
-        table[words[0]] = (words[1], words[2])
+                     f"{'|'.join(KINDS)} [seeded[=LR]] [points=A,B]' once per "
+                     f"model, got {line.strip()!r}")
+        table[words[0]] = row
     return table
 
 
-def cells(kind):
-    """(ranks, schedule, split options) of one model's matrix."""
-    out = [(1, "1f1b", None)] if kind == "full" else []
+def generate(name, source, work, flags=()):
+    """Runs the model's generator into work."""
+    script = (f"{name}.py" if source in ("pt", "torch-mlir")
+              else f"{source}_zoo.py")
+    generator = [os.path.join(HERE, script)] + (
+        [name] if source not in ("pt", "torch-mlir") else [])
+    os.makedirs(work, exist_ok=True)
+    subprocess.run([sys.executable] + generator + [work] + list(flags),
+                   check=True, stdout=subprocess.DEVNULL)
+
+
+def cells(row):
+    """(ranks, schedule, split options) of one model's matrix: `full` adds
+    the unsplit graph on one rank, `points=` a split at those modules on as
+    many ranks as it makes stages, with 1F1B."""
+    out = [(1, "1f1b", None)] if row.kind == "full" else []
     for n in (2, 4):
         pairs = [("gpipe", RELAYED), ("1f1b", "")]
-        if kind == "wide":
+        if row.kind == "wide":
             pairs += [("gpipe", ""), ("1f1b", RELAYED)]
         out += [(n, schedule, f"stages={n}" + (" " + extra if extra else ""))
                 for schedule, extra in pairs]
+    if row.points:
+        out.append((row.points.count(",") + 2, "1f1b", row.points))
     return out
 
 
@@ -58,7 +99,8 @@ def run_cell(compare, m, graph, ranks, schedule, points):
     else:
         print(f"== {ranks} ranks, {schedule}, {points}", flush=True)
         m.work = os.path.join(m.zoo, f"{ranks}-{schedule}-" +
-                              points.replace(" ", "-").replace("=", ""))
+                              points.replace(" ", "-").replace("=", "")
+                              .replace(",", "-").replace(":", ""))
     os.makedirs(m.work, exist_ok=True)
     try:
         pipe = graph if points is None else compare.split(m, graph, points)
@@ -77,18 +119,13 @@ def main():
     table = read_table()
     if name not in table:
         sys.exit(f"matrix.py: {name!r} is not in {TABLE}")
-    source, kind = table[name]
-    os.makedirs(work, exist_ok=True)
-    generator = ([os.path.join(HERE, "torchvision_zoo.py"), name]
-                 if source == "torchvision"
-                 else [os.path.join(HERE, name + ".py")])
-    subprocess.run([sys.executable] + generator + [work], check=True,
-                   stdout=subprocess.DEVNULL)
+    row = table[name]
+    generate(name, row.source, work)
     sys.path.insert(0, HERE)
     import compare  # noqa: E402 (imports torch: after the generator ran)
-    m = compare.Model(name, work, work, bindir, source == "torch-mlir")
+    m = compare.Model(name, work, work, bindir, row.source == "torch-mlir")
     graph = compare.import_graph(m)
-    results = [run_cell(compare, m, graph, *cell) for cell in cells(kind)]
+    results = [run_cell(compare, m, graph, *cell) for cell in cells(row)]
     print(f"matrix   {name}: {sum(results)} of {len(results)} cells match "
           f"PyTorch")
     return 0 if all(results) else 1

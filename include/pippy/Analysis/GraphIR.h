@@ -42,6 +42,21 @@ bool updatesInPlace(mlir::OpOperand &use);
 /// state, which every op using it must share one stage with.
 bool isStageState(mlir::pippy::ParamOp param);
 
+/// Whether ATen operator `name` (functional, no namespace: `dropout`,
+/// `bernoulli`, `rand_like`, ...) draws random numbers.
+bool isRandomOp(llvm::StringRef name);
+
+/// The attribute pippy-import puts on a random op: an integer, the op's
+/// stream, unique in the imported graph. The runtime seeds each call from
+/// (--seed, step, micro-batch, stream), so that the numbers drawn do not
+/// depend on how the model is split or scheduled.
+inline constexpr llvm::StringLiteral kRandomStreamAttr = "pippy.random_stream";
+
+/// Gives each random ATen op under `root` that has no stream yet one of its
+/// own, in walk order, after those already given (Torch-MLIR input, which
+/// `--pippy-lift-params` numbers before any split).
+void numberRandomOps(mlir::Operation *root);
+
 /// The attribute pippy-import puts on a 0-d `torch.vtensor.literal` that
 /// TorchScript treats as a number (a wrapped number: `int_tensor * 0.5` is
 /// float32); the runtime marks the tensor it makes the same way.

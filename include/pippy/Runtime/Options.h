@@ -68,6 +68,7 @@ struct RunOptions {
   bool infer = false;
   std::string outputPath;
   int threads = 1;
+  uint64_t seed = 0; ///< random ops' streams derive from it (RandomKey)
   double timeoutSeconds = 60; ///< communicator timeout
   std::string tracePath;
   std::string checkpointDir;

@@ -43,12 +43,24 @@ struct TensorSpec {
   at::ScalarType dtype = at::kFloat;
 };
 
+/// What seeds a random op's call (Executable.fbs `random_stream`): the run's
+/// --seed, the training step and the micro-batch. With the op's stream they
+/// make the call's numbers, whichever rank, schedule or resumed run makes
+/// the call.
+struct RandomKey {
+  uint64_t seed = 0;
+  int64_t step = 0;
+  int64_t microbatch = 0;
+};
+
 class Program {
 public:
   /// What a forward means. In training, normalisations use batch statistics
   /// and update running ones, dropout drops, and `Assign` updates buffers;
   /// evaluation is `model.eval()`'s: every schema argument named `training`
-  /// or `train` is false, and buffers keep their values.
+  /// or `train` is false, a random op (bernoulli, uniform, normal,
+  /// rand_like, randn_like) is its expected value (a stochastic-depth mask
+  /// keeps every row), and buffers keep their values.
   enum class Semantics { Training, Evaluation };
 
   /// Loads a verified program (pippy::exe::verify). An operator the
@@ -63,12 +75,14 @@ public:
 
   /// Runs the program. `params` maps every parameter name to its tensor.
   /// With `capture`, also appends the values of those slots to `captured`.
-  std::vector<c10::IValue>
-  run(const std::vector<c10::IValue> &args,
-      const std::map<std::string, at::Tensor> &params,
-      const std::vector<int> *capture = nullptr,
-      std::vector<c10::IValue> *captured = nullptr,
-      std::vector<int64_t> *opNanoseconds = nullptr) const;
+  /// Each random op runs on the default CPU generator seeded from `random`
+  /// (all zeros when none is given) and its stream.
+  std::vector<c10::IValue> run(const std::vector<c10::IValue> &args,
+                               const std::map<std::string, at::Tensor> &params,
+                               const std::vector<int> *capture = nullptr,
+                               std::vector<c10::IValue> *captured = nullptr,
+                               std::vector<int64_t> *opNanoseconds = nullptr,
+                               const RandomKey *random = nullptr) const;
 
   /// The ops the balancer counts (all but parameters and constants), in
   /// block order, by name; `run` adds each one's time to `opNanoseconds`
@@ -119,7 +133,8 @@ private:
     c10::TypePtr listElement; // BuildList
     std::vector<int> inputs;
     std::vector<int> outputs;
-    int countedOp = -1; // index into countedOpNames
+    int countedOp = -1;    // index into countedOpNames
+    int randomStream = -1; // a random op's stream (RandomKey)
   };
   std::vector<std::string> countedOpNames;
   /// The linears `linearsWithOwnParameters` lists, with their indices into
