@@ -67,6 +67,20 @@ void RankRunner::postReceives(std::vector<MicroBatch> &mbs, bool training) {
   }
 }
 
+/// "micro-batch 1 of step 3: rows 8-15 of data.safetensors", as errors
+/// name the rows a failing op read.
+std::string RankRunner::rowsText(int m, int64_t begin, int64_t rows) const {
+  std::string text = "micro-batch " + std::to_string(m);
+  if (currentStep > 0)
+    text += " of step " + std::to_string(currentStep);
+  int64_t total = data ? data->rows() : 0;
+  if (total == 0)
+    return text;
+  int64_t first = begin % total, last = (begin + rows - 1) % total;
+  return text + ": rows " + std::to_string(first) + "-" + std::to_string(last) +
+         " of " + options.dataPath;
+}
+
 void RankRunner::forward(MicroBatch &mb, int m, int64_t begin, bool training) {
   int64_t rows = plan.microbatchRows();
   std::vector<c10::IValue> dataArgs;
@@ -88,17 +102,28 @@ void RankRunner::forward(MicroBatch &mb, int m, int64_t begin, bool training) {
   }
   mb.captured.clear();
   RandomKey random{options.seed, currentStep, m};
-  mb.outputs = program->run(
-      inputs, params, training && !deferred.empty() ? &captureSlots : nullptr,
-      &mb.captured, options.profilePath.empty() ? nullptr : &opNanoseconds,
-      &random);
+  try {
+    mb.outputs = program->run(
+        inputs, params, training && !deferred.empty() ? &captureSlots : nullptr,
+        &mb.captured, options.profilePath.empty() ? nullptr : &opNanoseconds,
+        &random);
+  } catch (const RuntimeError &e) {
+    throw RuntimeError(std::string(e.what()) + " (" + rowsText(m, begin, rows) +
+                       ")");
+  }
   ++forwardsRun;
   if (training && plan.holdsOutput()) {
     at::Tensor target = options.loss == LossKind::None
                             ? at::Tensor()
                             : data->target(begin, rows);
-    mb.loss = computeLoss(options.loss, mb.outputs.at(plan.outputIndices.at(0)),
-                          target);
+    try {
+      mb.loss = computeLoss(options.loss,
+                            mb.outputs.at(plan.outputIndices.at(0)), target);
+    } catch (const c10::Error &e) {
+      throw RuntimeError(std::string("--loss ") + name(options.loss) + ": " +
+                         e.what_without_backtrace() + " (" +
+                         rowsText(m, begin, rows) + ")");
+    }
     stepLoss += mb.loss.item<double>() / plan.microbatches;
   }
 }

@@ -9,19 +9,25 @@
 //   metadata  step, cursor (the data row the next step starts at), rank,
 //             world_size, optimizer, adamw_step:NAME
 //
-// Every rank writes into D/step-K.tmp; once all have, rank 0 renames the
-// folder to D/step-K, so a checkpoint is complete exactly when its folder
-// has its final name.
+// Every rank writes into D/step-K.tmp; once all have, rank 0 writes the
+// folder's manifest (CheckpointManifest.h: each file's size and checksum)
+// and renames the folder to D/step-K. `--resume` takes the newest folder
+// whose manifest and files agree, naming each newer one it skips and why;
+// `--keep-checkpoints N` removes all but the newest N after each one.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Rank.h"
 
+#include "CheckpointManifest.h"
 #include "TensorFile.h"
+
+#include "pippy/Support/AtomicFile.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/string_utils.h>
 
+#include <algorithm>
 #include <filesystem>
 
 namespace fs = std::filesystem;
@@ -125,29 +131,72 @@ void RankRunner::checkpoint(::torch::optim::Optimizer &optimizer, int step,
   comm->barrier(where() + ": waiting for every rank's checkpoint");
   if (rank != 0)
     return;
+  std::vector<std::string> names;
+  for (int r = 0; r < rdzv.worldSize; ++r)
+    names.push_back("rank" + std::to_string(r) + ".safetensors");
+  std::string manifest =
+      describeCheckpoint(tmp, step, rdzv.worldSize, names).toJson();
+  if (std::string error = writeFileAtomically(tmp + "/manifest.json", manifest);
+      !error.empty())
+    throw RuntimeError(error);
   fs::remove_all(final, ec);
   fs::rename(tmp, final, ec);
   if (ec)
     throw RuntimeError("cannot rename " + tmp + " to " + final + ": " +
                        ec.message());
   printLine("checkpoint at step " + std::to_string(step) + " in " + final);
+  pruneCheckpoints();
 }
 
-int RankRunner::resume(::torch::optim::Optimizer &optimizer, int64_t &cursor) {
-  int best = 0;
+namespace {
+
+/// The steps of the checkpoint folders in `dir` (`step-K`), newest first.
+std::vector<int> checkpointSteps(const std::string &dir) {
+  std::vector<int> steps;
   std::error_code ec;
-  for (fs::directory_iterator it(options.checkpointDir, ec), end;
-       it != end && !ec; it.increment(ec)) {
+  for (fs::directory_iterator it(dir, ec), end; it != end && !ec;
+       it.increment(ec)) {
     std::string name = it->path().filename().string();
     if (name.compare(0, kStepFolder.size(), kStepFolder) != 0)
       continue;
     std::string digits = name.substr(kStepFolder.size());
     if (!digits.empty() && digits.size() < 9 &&
         digits.find_first_not_of("0123456789") == std::string::npos)
-      best = std::max(best, std::stoi(digits));
+      steps.push_back(std::stoi(digits));
+  }
+  std::sort(steps.rbegin(), steps.rend());
+  return steps;
+}
+
+} // namespace
+
+void RankRunner::pruneCheckpoints() {
+  if (options.keepCheckpoints <= 0)
+    return;
+  std::vector<int> steps = checkpointSteps(options.checkpointDir);
+  for (size_t i = options.keepCheckpoints; i < steps.size(); ++i) {
+    std::error_code ec;
+    fs::remove_all(options.checkpointDir + "/" + kStepFolder +
+                       std::to_string(steps[i]),
+                   ec);
+  }
+}
+
+int RankRunner::resume(::torch::optim::Optimizer &optimizer, int64_t &cursor) {
+  // Every rank checks the same folders the same way, so all take the same.
+  int best = 0;
+  for (int step : checkpointSteps(options.checkpointDir)) {
+    std::string dir =
+        options.checkpointDir + "/" + kStepFolder + std::to_string(step);
+    std::string why = checkCheckpoint(dir, rdzv.worldSize);
+    if (why.empty()) {
+      best = step;
+      break;
+    }
+    printRank0("skipping " + dir + ": " + why);
   }
   if (best == 0) {
-    printRank0("no checkpoint in " + options.checkpointDir +
+    printRank0("no complete checkpoint in " + options.checkpointDir +
                "; starting at step 1");
     return 1;
   }

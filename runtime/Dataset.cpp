@@ -65,6 +65,10 @@ Dataset::Dataset(const RunOptions &options,
     if (options.loss == LossKind::None)
       check("target", targetRows, specs.back());
     checkTargetDtype(options, targetRows);
+    // Class indices of any integer type: cross_entropy takes int64.
+    if (options.loss == LossKind::CrossEntropy &&
+        targetRows.scalar_type() != at::kLong)
+      targetRows = targetRows.to(at::kLong);
   }
   numRows = inputs[0].size(0);
   if (numRows == 0)

@@ -244,7 +244,10 @@ const std::vector<Option> &options() {
        text(&RunOptions::checkpointDir)},
       {"checkpoint-every", "K", "checkpoint every K steps",
        integer("checkpoint-every", &RunOptions::checkpointEvery, 1)},
-      {"resume", nullptr, "continue from the last checkpoint",
+      {"keep-checkpoints", "N",
+       "keep only the newest N checkpoints (default: all)",
+       integer("keep-checkpoints", &RunOptions::keepCheckpoints, 1)},
+      {"resume", nullptr, "continue from the newest complete checkpoint",
        flag(&RunOptions::resume)},
       {"autograd-weight-grads", nullptr,
        "accumulate every weight gradient through autograd, as PyTorch does, "
@@ -339,6 +342,17 @@ std::optional<RunOptions> parseRunOptions(const std::vector<std::string> &argv,
     return fail("--resume needs --checkpoint-dir");
   if (result.checkpointEvery > 0 && result.checkpointDir.empty())
     return fail("--checkpoint-every needs --checkpoint-dir");
+  if (result.keepCheckpoints > 0 && result.checkpointDir.empty())
+    return fail("--keep-checkpoints needs --checkpoint-dir");
+  if (result.infer && !result.metricsPath.empty())
+    return fail("--metrics records training steps; --infer writes its "
+                "outputs to --output alone");
+  if (result.infer && !result.saveGradsPath.empty())
+    return fail("--save-grads records training's gradients; --infer computes "
+                "none");
+  if (!result.infer && !result.outputPath.empty())
+    return fail("--output goes with --infer (training writes --save-weights "
+                "and --metrics)");
   if (result.nodeRank >= result.nnodes)
     return fail("--node-rank " + std::to_string(result.nodeRank) +
                 " is not a node of --nnodes " + std::to_string(result.nnodes));

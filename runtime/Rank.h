@@ -67,6 +67,7 @@ private:
   static int tag(int m, int direction, size_t channel);
   void postReceives(std::vector<MicroBatch> &mbs, bool training);
   void forward(MicroBatch &mb, int m, int64_t begin, bool training);
+  std::string rowsText(int m, int64_t begin, int64_t rows) const;
   void sendForward(MicroBatch &mb, int m);
   void checkSpec(const at::Tensor &t, const TensorSpec &spec, int m,
                  unsigned result);
@@ -113,6 +114,8 @@ private:
   // Checkpoint.cpp
   void checkpoint(::torch::optim::Optimizer &optimizer, int step,
                   int64_t cursor);
+  /// Removes all but the newest --keep-checkpoints checkpoints (rank 0).
+  void pruneCheckpoints();
   int resume(::torch::optim::Optimizer &optimizer, int64_t &cursor);
 
   const RunOptions &options;

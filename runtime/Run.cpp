@@ -190,6 +190,17 @@ int launchRanks(RunOptions &options, Compiler *compiler, bool isIR,
   return code;
 }
 
+/// The files a run writes only at its end, checked before its first step
+/// so that a path that cannot be written wastes no training.
+void checkOutputs(const RunOptions &options) {
+  for (const std::string *path :
+       {&options.metricsPath, &options.tracePath, &options.saveWeightsPath,
+        &options.saveGradsPath, &options.outputPath, &options.profilePath})
+    if (!path->empty())
+      if (std::string error = checkWritable(*path); !error.empty())
+        throw RuntimeError(error);
+}
+
 int run(int argc, char **argv, Compiler *compiler) {
   std::vector<std::string> args(argv, argv + argc);
   std::string message;
@@ -227,6 +238,7 @@ int run(int argc, char **argv, Compiler *compiler) {
   }
   if (options.dataPath.empty())
     throw RuntimeError("--data FILE is required");
+  checkOutputs(options);
   // Rank 0's executable, read once: the options are checked against it, and
   // rank 0 runs it when this process is rank 0.
   std::optional<rt::LoadedExecutable> first;

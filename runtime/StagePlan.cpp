@@ -124,6 +124,16 @@ StagePlan StagePlan::of(const exe::Executable &exe) {
   plan.stage = stage.index();
   plan.countedOpOffset = stage.counted_op_offset();
   plan.inputs = specs(*exe.inputs());
+  // The first input's first size is a micro-batch's rows.
+  if (plan.inputs.empty() || plan.inputs[0].sizes.empty() ||
+      plan.inputs[0].sizes[0] < 1)
+    throw RuntimeError(
+        "the program's first input " +
+        (plan.inputs.empty()
+             ? std::string("is missing")
+             : "has no rows (" + specText(plan.inputs[0]) + ")") +
+        ": a micro-batch's rows are its first size (pippy-import "
+        "--input-shapes 4x...)");
   for (const exe::StageInput *in : *stage.inputs()) {
     plan.stageInputs.push_back({in->stage(), in->index()});
     plan.inputGetsGrad.push_back(in->gets_gradient());

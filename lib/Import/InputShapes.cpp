@@ -35,6 +35,9 @@ pippy::parseInputShapes(llvm::StringRef text) {
         return fail("size '" + size + "' is not a non-negative integer");
       shape.sizes.push_back(value);
     }
+    if (shape.sizes.front() == 0)
+      return fail("0 rows: the first size is the micro-batch's rows, and a "
+                  "micro-batch of none trains nothing");
     shape.dtype = parts.back().str();
     if (!llvm::is_contained(kDtypes, parts.back()))
       return fail("unknown dtype '" + parts.back() +

@@ -51,6 +51,20 @@ std::string writeFileAtomically(const std::string &path,
   return "";
 }
 
+std::string checkWritable(const std::string &path) {
+  struct stat info;
+  if (stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode))
+    return "cannot write " + path + ": it is a folder";
+  // What writeFileAtomically does first: a new file beside the destination.
+  std::string temp = path + ".tmp-XXXXXX";
+  int fd = mkstemp(temp.data());
+  if (fd < 0)
+    return "cannot write " + path + ": " + std::strerror(errno);
+  close(fd);
+  unlink(temp.c_str());
+  return "";
+}
+
 ReadError readFileBytes(const std::string &path, std::string &bytes) {
   bytes.clear();
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);

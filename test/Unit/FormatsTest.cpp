@@ -8,13 +8,17 @@
 //===----------------------------------------------------------------------===//
 
 #include "pippy/Runtime/Options.h"
+#include "pippy/Support/AtomicFile.h"
 #include "pippy/Support/Profile.h"
 
+#include "CheckpointManifest.h"
 #include "Reports.h"
 #include "TensorFile.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 namespace {
@@ -155,6 +159,54 @@ TEST(RunOptions, RefusesBadValuesWithOneLine) {
   EXPECT_NE(message.find("needs a value"), std::string::npos) << message;
   EXPECT_FALSE(parse({"a/", "b/"}, message));
   EXPECT_NE(message.find("more than one program"), std::string::npos);
+}
+
+TEST(CheckpointManifest, RoundTripsAndChecksFolders) {
+  // FNV-1a's published test values.
+  EXPECT_EQ(pippy::rt::fnv1a64(""), 0xcbf29ce484222325ULL);
+  EXPECT_EQ(pippy::rt::fnv1a64("a"), 0xaf63dc4c8601ec8cULL);
+
+  std::string dir = ::testing::TempDir() + "/pippy-manifest-test";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  ASSERT_EQ(pippy::writeFileAtomically(dir + "/rank0.safetensors", "zero"), "");
+  ASSERT_EQ(pippy::writeFileAtomically(dir + "/rank1.safetensors", "one"), "");
+  pippy::rt::CheckpointManifest manifest = pippy::rt::describeCheckpoint(
+      dir, 4, 2, {"rank0.safetensors", "rank1.safetensors"});
+  pippy::rt::CheckpointManifest back =
+      pippy::rt::CheckpointManifest::parse(manifest.toJson());
+  EXPECT_EQ(back.step, 4);
+  EXPECT_EQ(back.worldSize, 2);
+  ASSERT_EQ(back.files.size(), 2u);
+  EXPECT_EQ(back.files[1].name, "rank1.safetensors");
+  EXPECT_EQ(back.files[1].bytes, 3u);
+  EXPECT_EQ(back.files[1].checksum, pippy::rt::fnv1a64("one"));
+
+  EXPECT_EQ(pippy::rt::checkCheckpoint(dir, 2), "no readable manifest.json");
+  ASSERT_EQ(
+      pippy::writeFileAtomically(dir + "/manifest.json", manifest.toJson()),
+      "");
+  EXPECT_EQ(pippy::rt::checkCheckpoint(dir, 2), "");
+  EXPECT_EQ(pippy::rt::checkCheckpoint(dir, 3), "written by 2 ranks, not 3");
+  ASSERT_EQ(pippy::writeFileAtomically(dir + "/rank1.safetensors", "on"), "");
+  EXPECT_EQ(pippy::rt::checkCheckpoint(dir, 2),
+            "rank1.safetensors has 2 bytes, not 3");
+  ASSERT_EQ(pippy::writeFileAtomically(dir + "/rank1.safetensors", "two"), "");
+  EXPECT_EQ(pippy::rt::checkCheckpoint(dir, 2),
+            "rank1.safetensors does not match its checksum");
+  std::filesystem::remove(dir + "/rank1.safetensors");
+  EXPECT_EQ(pippy::rt::checkCheckpoint(dir, 2),
+            "rank1.safetensors is missing or unreadable");
+
+  for (const char *bad :
+       {"[]", "{\"step\": 1}", "not json",
+        "{\"step\": 1, \"world_size\": 1, \"files\": [{\"name\": "
+        "\"../x\", \"bytes\": 1, \"fnv1a64\": \"0000000000000000\"}]}",
+        "{\"step\": 1, \"world_size\": 1, \"files\": [{\"name\": "
+        "\"x\", \"bytes\": 1, \"fnv1a64\": \"xyz\"}]}"})
+    EXPECT_THROW(pippy::rt::CheckpointManifest::parse(bad), pippy::RuntimeError)
+        << bad;
+  std::filesystem::remove_all(dir);
 }
 
 } // namespace

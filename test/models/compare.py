@@ -29,7 +29,8 @@ random numbers, which PyTorch's cannot match).
 ZOO_DIR holds the generator's files (MODEL.pt, MODEL.data.safetensors,
 MODEL.ref.json, ...); BIN_DIR holds pippy-import and pippy-run. What this
 script writes (MODEL.mlir, MODEL.pipe.mlir, the run's outputs) goes to
---work DIR, by default ZOO_DIR. matrix.py runs the same checks over the
+--work DIR, by default its own folder ZOO_DIR/compare, never over a file of
+the user's beside the model (a MODEL.mlir imported by hand). matrix.py runs the same checks over the
 zoo's rank matrix. Checks, each printed on one line:
   output  forward output on the first micro-batch (pippy-run --infer)
   grads   every parameter gradient of step 1 (--save-grads)
@@ -235,7 +236,8 @@ def main():
     extra = args[4 if points else 3:]  # more pippy-run flags, for training
     if any(not a.startswith("--") for a in extra[:1]):
         sys.exit(f"compare.py: unexpected argument {extra[0]!r}")
-    m = Model(name, zoo, flags["--work"] or zoo, bindir, torch_mlir)
+    work = flags["--work"] or os.path.join(zoo, "compare")
+    m = Model(name, zoo, work, bindir, torch_mlir)
     mlir = import_graph(m)
     if points:
         mlir = split(m, mlir, points)

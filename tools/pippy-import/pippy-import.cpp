@@ -8,6 +8,7 @@
 #include "pippy/Import/TorchScript.h"
 #include "pippy/Support/Allocator.h"
 #include "pippy/Support/AsmText.h"
+#include "pippy/Support/AtomicFile.h"
 
 #include "mlir/Bytecode/BytecodeWriter.h"
 #include "mlir/IR/MLIRContext.h"
@@ -15,7 +16,6 @@
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
-#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
 
 using namespace llvm;
@@ -75,29 +75,33 @@ int main(int argc, char **argv) {
   if (!module)
     return fail(inputFile + ": " + toString(module.takeError()));
 
-  std::string error;
-  auto output = mlir::openOutputFile(outputFile, &error);
-  if (!output)
-    return fail(error);
-  if (emitBytecode) {
-    // Bytecode always keeps locations, so module paths survive.
-    if (mlir::failed(mlir::writeBytecodeToFile(module->get(), output->os())))
-      return fail("cannot write bytecode to " + outputFile);
-    output->keep();
+  std::string bytes;
+  {
+    llvm::raw_string_ostream os(bytes);
+    if (emitBytecode) {
+      // Bytecode always keeps locations, so module paths survive.
+      if (mlir::failed(mlir::writeBytecodeToFile(module->get(), os)))
+        return fail("cannot write bytecode to " + outputFile);
+    } else {
+      // Module paths are locations: print them so passes can split by path,
+      // their aliases first so that readers resolve each use at once. The
+      // importer has verified the module.
+      mlir::OpPrintingFlags flags;
+      flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false);
+      flags.assumeVerified();
+      std::string text;
+      llvm::raw_string_ostream textOs(text);
+      (*module)->print(textOs, flags);
+      os << pippy::hoistLocationAliases(text);
+    }
+  }
+  if (outputFile == "-") {
+    llvm::outs() << bytes;
     return 0;
   }
-  // Module paths are locations: print them so passes can split by path,
-  // their aliases first so that readers resolve each use at once. The
-  // importer has verified the module.
-  mlir::OpPrintingFlags flags;
-  flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false);
-  flags.assumeVerified();
-  std::string text;
-  {
-    llvm::raw_string_ostream os(text);
-    (*module)->print(os, flags);
-  }
-  output->os() << pippy::hoistLocationAliases(text);
-  output->keep();
+  // All at once: a failure leaves an existing file as it was.
+  std::string error = pippy::writeFileAtomically(outputFile, bytes);
+  if (!error.empty())
+    return fail(error);
   return 0;
 }

@@ -182,6 +182,40 @@ runPlain(int argc, char **argv, llvm::StringRef inputFile,
   return success();
 }
 
+/// Where the output is written first: a new file beside `outputFile` (a
+/// unique name), or `outputFile` itself for standard output or where no
+/// file can be made there (the tool then reports why it cannot write).
+std::string stageOutput(const std::string &outputFile) {
+  if (outputFile == "-")
+    return outputFile;
+  int fd = -1;
+  llvm::SmallString<256> staged;
+  if (llvm::sys::fs::createUniqueFile(outputFile + ".tmp-%%%%%%%%", fd, staged))
+    return outputFile;
+  llvm::sys::fs::closeFile(fd);
+  return std::string(staged);
+}
+
+/// Renames the staged output over `outputFile` after a success, and removes
+/// it after a failure.
+mlir::LogicalResult finishOutput(const std::string &staged,
+                                 const std::string &outputFile,
+                                 mlir::LogicalResult result) {
+  if (staged == outputFile)
+    return result;
+  if (mlir::failed(result)) {
+    llvm::sys::fs::remove(staged);
+    return result;
+  }
+  if (std::error_code error = llvm::sys::fs::rename(staged, outputFile)) {
+    llvm::errs() << "pippy-opt: error: cannot write " << outputFile << ": "
+                 << error.message() << "\n";
+    llvm::sys::fs::remove(staged);
+    return mlir::failure();
+  }
+  return result;
+}
+
 /// `pippy-opt --print-executable PATH...`: each stage executable (a
 /// `.pipx` file, or every rank's in a folder) as text, for debugging.
 int printExecutables(int argc, char **argv) {
@@ -268,9 +302,14 @@ int main(int argc, char **argv) {
       mlir::MlirOptMainConfig::createFromCLOptions();
   if (config.shouldVerifyPasses() && config.shouldVerifyOnParsing())
     setDefault("mlir-print-assume-verified", true);
-  if (std::optional<mlir::LogicalResult> result =
-          runPlain(argc, argv, inputFile, outputFile, registry, config))
-    return mlir::asMainReturnCode(*result);
-  return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, inputFile, outputFile, registry));
+  // The output is written beside the destination and renamed over it only
+  // on success: a failing run leaves an existing file as it was.
+  std::string staged = stageOutput(outputFile);
+  mlir::LogicalResult result = mlir::failure();
+  if (std::optional<mlir::LogicalResult> plain =
+          runPlain(argc, argv, inputFile, staged, registry, config))
+    result = *plain;
+  else
+    result = mlir::MlirOptMain(argc, argv, inputFile, staged, registry);
+  return mlir::asMainReturnCode(finishOutput(staged, outputFile, result));
 }

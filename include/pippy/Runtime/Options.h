@@ -73,6 +73,7 @@ struct RunOptions {
   std::string tracePath;
   std::string checkpointDir;
   int checkpointEvery = 0;
+  int keepCheckpoints = 0; ///< 0: keep every checkpoint
   bool resume = false;
   /// Leave linear weight gradients to autograd instead of accumulating them
   /// in place (Program::fuseWeightGradients).

@@ -74,6 +74,7 @@ public:
                                 Semantics semantics = Semantics::Training);
 
   /// Runs the program. `params` maps every parameter name to its tensor.
+  /// An op that fails is an error naming it (describe) with ATen's reason.
   /// With `capture`, also appends the values of those slots to `captured`.
   /// Each random op runs on the default CPU generator seeded from `random`
   /// (all zeros when none is given) and its stream.
@@ -135,7 +136,22 @@ private:
     std::vector<int> outputs;
     int countedOp = -1;    // index into countedOpNames
     int randomStream = -1; // a random op's stream (RandomKey)
+    int op = -1;           // a Call's index into opSourceNames
+    int location = -1;     // index into locations
   };
+  /// "stage 1: 'torch.aten.mm' at module 'h.0' (model.mlir:4:8)", as errors
+  /// name an instruction.
+  std::string describe(const Instruction &inst) const;
+  /// The same text from its parts; `op` is empty for an instruction that
+  /// is no operator call.
+  static std::string describeInstruction(const std::string &stage,
+                                         const std::string &op,
+                                         const std::string &where);
+  /// Runs one instruction: its inputs from `slots`, its outputs into them.
+  void execute(const Instruction &inst, torch::jit::Stack &stack,
+               std::vector<c10::IValue> &slots, const RandomKey *random) const;
+  std::string stageName;
+  std::vector<std::string> opSourceNames, locations;
   std::vector<std::string> countedOpNames;
   /// The linears `linearsWithOwnParameters` lists, with their indices into
   /// `code`.

@@ -28,6 +28,11 @@ namespace pippy {
 std::string writeFileAtomically(const std::string &path,
                                 std::string_view bytes);
 
+/// Whether writeFileAtomically could write `path` now (a new file can be
+/// made beside it, and it is no folder): an error message as it would
+/// give, or empty. For outputs written only at the end of a long run.
+std::string checkWritable(const std::string &path);
+
 /// Why a read failed: errno, and whether it failed opening the file.
 struct ReadError {
   int code = 0; ///< 0: no error

@@ -35,3 +35,14 @@ st.save(f"{out}/pipe.safetensors",
          "1.weight": torch.randn(4, 32) * 0.3, "1.bias": torch.randn(4) * 0.1})
 st.save(f"{out}/pipe-data.safetensors",
         {"input": torch.randn(16, 8), "target": torch.randint(0, 4, (16,))})
+
+# For outputs.test (after the others, whose values stay as they were).
+plain = st.load(f"{out}/data.safetensors")[0]
+st.save(f"{out}/data-int32target.safetensors",
+        {"input": plain["input"], "target": plain["target"].int()})
+st.save(f"{out}/data-badclass.safetensors",
+        {"input": torch.randn(6, 4), "target": torch.tensor([0, 1, 2, 0, 7, 2])})
+st.save(f"{out}/embed.safetensors", {"emb.weight": torch.randn(5, 4)})
+st.save(f"{out}/data-badtoken.safetensors",
+        {"input": torch.tensor([[0, 1, 2], [3, 4, 0], [1, 2, 3], [4, 9, 1]]),
+         "target": torch.randn(4, 3, 4)})
