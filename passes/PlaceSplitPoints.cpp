@@ -256,6 +256,11 @@ LogicalResult pd::placeSplitPoints(func::FuncOp func,
         << policy << "'; expected balanced, params or uniform";
     return failure();
   }
+  if (memCap < 0) {
+    func.emitError("mem-cap=")
+        << memCap << " is negative; it takes a stage's bytes (0: no cap)";
+    return failure();
+  }
   if (stages == 0) {
     func.emitError("pippy-place-split-points needs stages=N with N >= 1");
     return failure();

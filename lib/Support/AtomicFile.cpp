@@ -12,27 +12,60 @@
 
 namespace pippy {
 
-std::string writeFileAtomically(const std::string &path,
-                                std::string_view bytes) {
-  auto failed = [&](const std::string &what, int error) {
-    return "cannot write " + path + ": " + what + std::strerror(error);
-  };
-  std::string temp = path + ".tmp-XXXXXX";
-  int fd = mkstemp(temp.data());
-  if (fd < 0)
-    return failed("", errno);
+namespace {
+
+/// Writes all of `bytes` to `fd`; 0, or the errno of the failure.
+int writeAll(int fd, std::string_view bytes) {
   size_t done = 0;
   while (done < bytes.size()) {
     ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
     if (n < 0 && errno == EINTR)
       continue;
-    if (n <= 0) {
-      int error = n < 0 ? errno : EIO;
-      close(fd);
-      unlink(temp.c_str());
-      return failed("", error);
-    }
+    if (n <= 0)
+      return n < 0 ? errno : EIO;
     done += static_cast<size_t>(n);
+  }
+  return 0;
+}
+
+/// Whether `path` exists as something other than a regular file: a folder,
+/// or a device or pipe (`/dev/null`, `/dev/stdout`), which is written in
+/// place and never replaced by a file.
+bool isSpecial(const std::string &path, bool &folder) {
+  struct stat info;
+  if (stat(path.c_str(), &info) != 0 || S_ISREG(info.st_mode))
+    return false;
+  folder = S_ISDIR(info.st_mode);
+  return true;
+}
+
+} // namespace
+
+std::string writeFileAtomically(const std::string &path,
+                                std::string_view bytes) {
+  auto failed = [&](const std::string &what, int error) {
+    return "cannot write " + path + ": " + what + std::strerror(error);
+  };
+  bool folder = false;
+  if (isSpecial(path, folder)) {
+    if (folder)
+      return "cannot write " + path + ": it is a folder";
+    int fd = open(path.c_str(), O_WRONLY);
+    if (fd < 0)
+      return failed("", errno);
+    int error = writeAll(fd, bytes);
+    if (close(fd) != 0 && !error)
+      error = errno;
+    return error ? failed("", error) : "";
+  }
+  std::string temp = path + ".tmp-XXXXXX";
+  int fd = mkstemp(temp.data());
+  if (fd < 0)
+    return failed("", errno);
+  if (int error = writeAll(fd, bytes)) {
+    close(fd);
+    unlink(temp.c_str());
+    return failed("", error);
   }
   // mkstemp makes the file private; give it the usual permissions.
   mode_t mask = umask(0);
@@ -52,9 +85,14 @@ std::string writeFileAtomically(const std::string &path,
 }
 
 std::string checkWritable(const std::string &path) {
-  struct stat info;
-  if (stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode))
-    return "cannot write " + path + ": it is a folder";
+  bool folder = false;
+  if (isSpecial(path, folder)) {
+    if (folder)
+      return "cannot write " + path + ": it is a folder";
+    if (access(path.c_str(), W_OK) != 0)
+      return "cannot write " + path + ": " + std::strerror(errno);
+    return "";
+  }
   // What writeFileAtomically does first: a new file beside the destination.
   std::string temp = path + ".tmp-XXXXXX";
   int fd = mkstemp(temp.data());

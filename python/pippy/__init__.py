@@ -1,4 +1,6 @@
-"""pippy's Python side: `pipe_split()`, the split marker of a traced model.
+"""pippy's Python side: `pipe_split()`, the split marker of a traced model,
+and `traceable_batch_norm(model)`, which makes BatchNorm layers with
+momentum=None traceable for training (batchnorm.py).
 
     import sys; sys.path.insert(0, "PIPPY/python")
     from pippy import pipe_split
@@ -18,7 +20,9 @@ nothing.
 """
 import torch
 
-__all__ = ["pipe_split"]
+from .batchnorm import traceable_batch_norm
+
+__all__ = ["pipe_split", "traceable_batch_norm"]
 
 if not hasattr(torch.ops.pippy, "_pipe_split"):
     _LIBRARY = torch.library.Library("pippy", "DEF")

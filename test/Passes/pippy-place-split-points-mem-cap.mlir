@@ -8,6 +8,8 @@
 // RUN: pippy-opt %S/Inputs/mm-chain-big.mlir --pippy-split="stages=2 mem-cap=1060000" --pippy-report -o /dev/null | FileCheck %s --check-prefix=CAP
 // RUN: pippy-opt %S/Inputs/mm-chain-big.mlir --pippy-place-split-points="stages=2 mem-cap=1060000" | FileCheck %s --check-prefix=MARK
 // RUN: not pippy-opt %S/Inputs/mm-chain-big.mlir --pippy-split="stages=2 mem-cap=1040000" -o /dev/null 2>&1 | FileCheck %s --check-prefix=TOOSMALL
+// RUN: not pippy-opt %S/Inputs/mm-chain-big.mlir --pippy-split="stages=2 mem-cap=-5" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NEGATIVE
+// NEGATIVE: error: mem-cap=-5 is negative; it takes a stage's bytes (0: no cap)
 
 // FREE:      0            2       2       1064960
 // FREE-NEXT: 1            3       3         49152

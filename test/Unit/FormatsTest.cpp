@@ -209,4 +209,31 @@ TEST(CheckpointManifest, RoundTripsAndChecksFolders) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(AtomicFile, ReplacesRegularFilesOnlyAndChecksAhead) {
+  std::string dir = ::testing::TempDir() + "/pippy-atomic-test";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::string file = dir + "/out.txt";
+  ASSERT_EQ(pippy::writeFileAtomically(file, "old"), "");
+  ASSERT_EQ(pippy::writeFileAtomically(file, "new"), "");
+  std::string bytes;
+  ASSERT_EQ(pippy::readFile(file, bytes), "");
+  EXPECT_EQ(bytes, "new");
+  EXPECT_EQ(pippy::checkWritable(file), "");
+  EXPECT_EQ(pippy::checkWritable(dir),
+            "cannot write " + dir + ": it is a folder");
+  EXPECT_EQ(pippy::writeFileAtomically(dir, "x"),
+            "cannot write " + dir + ": it is a folder");
+  EXPECT_NE(pippy::checkWritable(dir + "/nowhere/out.txt"), "");
+  // Nothing left beside the file: no temporary of the writes or the checks.
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir),
+                          std::filesystem::directory_iterator()),
+            1);
+  // A device is written in place, never replaced by a regular file.
+  EXPECT_EQ(pippy::checkWritable("/dev/null"), "");
+  EXPECT_EQ(pippy::writeFileAtomically("/dev/null", "discarded"), "");
+  EXPECT_TRUE(std::filesystem::is_character_file("/dev/null"));
+  std::filesystem::remove_all(dir);
+}
+
 } // namespace

@@ -135,11 +135,13 @@ def _check_dtypes(tensors, what):
 
 
 def generate(name, model, example_inputs, data_inputs, targets, loss, out_dir,
-             lr=0.05, microbatches=2, steps=3):
+             lr=0.05, microbatches=2, steps=3, traced_model=None):
     """Write the zoo files for one model into out_dir (see README.md).
 
     example_inputs: tuple of tensors at micro-batch size (dim 0 = mb).
     data_inputs:    tuple of tensors (dim 0 = rows), targets: tensor, same rows.
+    traced_model:   the module to trace, if not `model` itself (a copy of it
+                    made traceable); PyTorch's reference runs `model`.
     The caller must have called torch.manual_seed(0) before building `model`.
     """
     t0 = time.time()
@@ -167,10 +169,12 @@ def generate(name, model, example_inputs, data_inputs, targets, loss, out_dir,
     # 2. traced TorchScript module at micro-batch size, grad enabled; the
     # example run updates buffers in place (BatchNorm's running statistics),
     # which are put back after it
+    to_trace = traced_model if traced_model is not None else model
+    to_trace.train()
     with torch.enable_grad():
-        traced = torch.jit.trace(model, example_inputs)
+        traced = torch.jit.trace(to_trace, example_inputs)
     with torch.no_grad():
-        for n, b in model.named_buffers():
+        for n, b in to_trace.named_buffers():
             b.copy_(initial[n])
     traced.save(base + ".pt")
 

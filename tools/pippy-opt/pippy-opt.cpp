@@ -183,10 +183,16 @@ runPlain(int argc, char **argv, llvm::StringRef inputFile,
 }
 
 /// Where the output is written first: a new file beside `outputFile` (a
-/// unique name), or `outputFile` itself for standard output or where no
-/// file can be made there (the tool then reports why it cannot write).
+/// unique name), or `outputFile` itself for standard output, for anything
+/// but a regular file (`/dev/null`, a pipe: never replaced by a file), or
+/// where no file can be made there (the tool then reports why it cannot
+/// write).
 std::string stageOutput(const std::string &outputFile) {
   if (outputFile == "-")
+    return outputFile;
+  llvm::sys::fs::file_status status;
+  if (!llvm::sys::fs::status(outputFile, status) &&
+      status.type() != llvm::sys::fs::file_type::regular_file)
     return outputFile;
   int fd = -1;
   llvm::SmallString<256> staged;

@@ -24,7 +24,9 @@
 namespace pippy {
 
 /// Writes `bytes` to `path` atomically. Returns an error message naming
-/// `path` ("cannot write PATH: No space left on device"), or empty.
+/// `path` ("cannot write PATH: No space left on device"), or empty. A path
+/// that is a device or a pipe (`/dev/null`) is written in place: only a
+/// regular file is replaced.
 std::string writeFileAtomically(const std::string &path,
                                 std::string_view bytes);
 
