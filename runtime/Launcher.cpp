@@ -4,6 +4,9 @@
 
 #include "pippy/Runtime/Comm.h"
 
+#include "RunFolder.h"
+
+#include <algorithm>
 #include <arpa/inet.h>
 #include <csignal>
 #include <cstdio>
@@ -11,6 +14,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <optional>
 #include <poll.h>
 #include <string>
 #include <sys/socket.h>
@@ -55,6 +59,9 @@ struct Rank {
   std::string outBuffer, errBuffer;
   bool exited = false;
   int status = 0;
+  /// The rank's error ("pippy-run: error: ..." and the lines after it),
+  /// held back and reported once for all ranks (reportErrors).
+  std::string error;
 };
 
 void writeAll(int fd, const std::string &text) {
@@ -70,23 +77,81 @@ void writeAll(int fd, const std::string &text) {
   }
 }
 
+constexpr const char *kErrorPrefix = "pippy-run: error: ";
+
+/// How long the other ranks have to end on their own once one has failed:
+/// each has been waiting on its peers, with --timeout, since about when it
+/// failed; one that is hung (stopped) never ends, and is killed.
+constexpr double kGraceSeconds = 5;
+
 /// Forwards the complete lines of `buffer` to `fd` with the rank's prefix;
-/// with `flush`, also the last partial line.
-void forwardLines(std::string &buffer, int fd, int rank, bool flush) {
-  std::string prefix = "[rank" + std::to_string(rank) + "] ";
+/// with `flush`, also the last partial line. An error line of stderr, and
+/// every stderr line after it, goes to `r.error` instead.
+void forwardLines(std::string &buffer, int fd, Rank &r, bool flush) {
+  std::string prefix = "[rank" + std::to_string(r.rank) + "] ";
+  bool isErr = fd == STDERR_FILENO;
+  if (flush && !buffer.empty() && buffer.back() != '\n')
+    buffer += '\n';
   size_t start = 0, nl;
   std::string out;
   while ((nl = buffer.find('\n', start)) != std::string::npos) {
-    out += prefix + buffer.substr(start, nl - start + 1);
+    std::string line = buffer.substr(start, nl - start + 1);
     start = nl + 1;
+    if (isErr && (!r.error.empty() || line.rfind(kErrorPrefix, 0) == 0))
+      r.error += line;
+    else
+      out += prefix + line;
   }
   buffer.erase(0, start);
-  if (flush && !buffer.empty()) {
-    out += prefix + buffer + "\n";
-    buffer.clear();
-  }
   if (!out.empty())
     writeAll(fd, out);
+}
+
+/// Whether an error only follows from another rank's failure (a peer lost
+/// or silent), so that the cause is printed first.
+bool isConsequence(const std::string &text) {
+  for (const char *mark : {"lost rank", "no answer from rank", "a peer failed",
+                           "a peer did not answer"})
+    if (text.find(mark) != std::string::npos)
+      return true;
+  return false;
+}
+
+/// Prints the ranks' errors, each text once with the ranks that gave it
+/// ("every rank: ...", "ranks 0, 2: ..."), causes before consequences.
+void reportErrors(const std::vector<Rank> &ranks) {
+  struct Group {
+    std::string text;
+    std::vector<int> ranks;
+  };
+  std::vector<Group> groups;
+  for (const Rank &r : ranks) {
+    if (r.error.empty())
+      continue;
+    std::string text = r.error.substr(std::strlen(kErrorPrefix));
+    std::string own = "rank " + std::to_string(r.rank) + ": ";
+    if (text.rfind(own, 0) == 0)
+      text.erase(0, own.size());
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const Group &g) { return g.text == text; });
+    if (it == groups.end())
+      groups.push_back({text, {r.rank}});
+    else
+      it->ranks.push_back(r.rank);
+  }
+  std::stable_partition(groups.begin(), groups.end(),
+                        [](const Group &g) { return !isConsequence(g.text); });
+  for (const Group &g : groups) {
+    std::string who;
+    if (g.ranks.size() == ranks.size() && ranks.size() > 1)
+      who = "every rank";
+    else
+      for (int rank : g.ranks)
+        who +=
+            (who.empty() ? (g.ranks.size() == 1 ? "rank " : "ranks ") : ", ") +
+            std::to_string(rank);
+    writeAll(STDERR_FILENO, kErrorPrefix + who + ": " + g.text);
+  }
 }
 
 std::string describeExit(int status) {
@@ -140,20 +205,14 @@ int launch(const LaunchOptions &options, const std::function<int()> &rankMain) {
 
   // Single node: a FileStore in a private directory. Several nodes: rank 0
   // hosts a TCPStore at the master address, which every node must be given.
-  char dirTemplate[] = "/tmp/pippy-run-XXXXXX";
-  const char *tmp = std::getenv("TMPDIR");
-  std::string base =
-      std::string(tmp && *tmp ? tmp : "/tmp") + "/pippy-run-XXXXXX";
-  std::vector<char> dirName(base.begin(), base.end());
-  dirName.push_back('\0');
-  char *dir = mkdtemp(dirName.data());
-  if (!dir)
-    dir = mkdtemp(dirTemplate);
-  if (!dir) {
-    std::perror("pippy-run: error: cannot create a rendezvous directory");
+  std::optional<rt::RunFolder> folder;
+  try {
+    folder.emplace("run");
+  } catch (const RuntimeError &e) {
+    std::fprintf(stderr, "pippy-run: error: %s\n", e.what());
     return 1;
   }
-  std::string runDir = dir;
+  std::string runDir = folder->path();
   std::string storePath = runDir + "/store";
   std::string failedPath = runDir + "/failed";
   std::string masterAddr = options.masterAddr;
@@ -268,9 +327,9 @@ int launch(const LaunchOptions &options, const std::function<int()> &rankMain) {
       int target = isOut ? STDOUT_FILENO : STDERR_FILENO;
       if (got > 0) {
         buffer.append(chunk, got);
-        forwardLines(buffer, target, r->rank, false);
+        forwardLines(buffer, target, *r, false);
       } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
-        forwardLines(buffer, target, r->rank, true);
+        forwardLines(buffer, target, *r, true);
         close(fds[i].fd);
         (isOut ? r->out : r->err) = -1;
       }
@@ -297,7 +356,7 @@ int launch(const LaunchOptions &options, const std::function<int()> &rankMain) {
       if (WIFSIGNALED(status))
         std::fprintf(stderr, "pippy-run: %s\n", what.c_str());
       if (killAt < 0)
-        killAt = now() + options.timeoutSeconds + 10;
+        killAt = now() + kGraceSeconds;
     }
     if (interrupted && killAt < 0) {
       for (Rank &r : ranks)
@@ -312,15 +371,13 @@ int launch(const LaunchOptions &options, const std::function<int()> &rankMain) {
           std::fprintf(stderr,
                        "pippy-run: rank %d still running %.0f s after %s; "
                        "killing it\n",
-                       r.rank, options.timeoutSeconds, failures.c_str());
+                       r.rank, kGraceSeconds, failures.c_str());
           kill(r.pid, SIGKILL);
         }
       killAt = now() + 3600;
     }
   }
-  unlink(storePath.c_str());
-  unlink(failedPath.c_str());
-  rmdir(runDir.c_str());
+  reportErrors(ranks);
   if (exitCode)
     std::fprintf(stderr, "pippy-run: error: %s\n",
                  failures.empty() ? "interrupted" : failures.c_str());

@@ -10,6 +10,7 @@
 
 #include "pippy/Runtime/Run.h"
 
+#include "RunFolder.h"
 #include "StagePlan.h"
 
 #include "pippy/Runtime/Comm.h"
@@ -21,6 +22,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <optional>
 
 namespace fs = std::filesystem;
 
@@ -169,25 +171,15 @@ int launchRanks(RunOptions &options, Compiler *compiler, bool isIR,
   launch.masterPort = options.masterPort;
   launch.timeoutSeconds = options.timeoutSeconds;
   launch.threadsPerRank = options.threads;
-  std::string folder;
+  // Given IR, the launcher lowers it once into a folder the ranks read.
+  std::optional<rt::RunFolder> folder;
   if (isIR) {
-    const char *tmp = std::getenv("TMPDIR");
-    std::string pattern =
-        std::string(tmp && *tmp ? tmp : "/tmp") + "/pippy-exe-XXXXXX";
-    if (!mkdtemp(pattern.data()))
-      throw RuntimeError("cannot create a folder for the executables in " +
-                         fs::path(pattern).parent_path().string());
-    folder = pattern;
+    folder.emplace("exe");
     writeExecutables(lower(compiler, options, launch.nproc * launch.nnodes, ""),
-                     folder);
-    setenv(kExecutablesVariable, folder.c_str(), 1);
+                     folder->path());
+    setenv(kExecutablesVariable, folder->path().c_str(), 1);
   }
-  int code = pippy::launch(launch, rankMain);
-  if (!folder.empty()) {
-    std::error_code ec;
-    fs::remove_all(folder, ec);
-  }
-  return code;
+  return pippy::launch(launch, rankMain);
 }
 
 /// The files a run writes only at its end, checked before its first step

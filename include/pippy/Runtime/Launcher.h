@@ -7,8 +7,9 @@
 // 0's TCPStore across nodes), forwards their output line by line with a
 // `[rankK] ` prefix and exits non-zero if any rank fails. When a rank dies, the
 // launcher records it where the other ranks can read it, so their errors name
-// the dead rank, and stops whatever is still running after the communicator
-// timeout.
+// the dead rank, and kills whatever is still running 5 s after the first
+// failure. The ranks' error messages are held back and printed once, grouped
+// by text, causes first.
 //
 //===----------------------------------------------------------------------===//
 

@@ -141,7 +141,8 @@ def nodes(out, bindir):
                                            ["--steps", "4"]])
     print(f"nodes started unlike: exit statuses {codes}")
     for line in texts[0].splitlines():
-        if line.startswith("[rank0]") and ("error" in line or "  --" in line):
+        if line.startswith("pippy-run: error: rank 0") or line.startswith(
+                "  --"):
             print(line)
     stopped = codes == [1, 1] and "step 1/" not in texts[0] + texts[1]
     print(f"stopped before the first step: {'yes' if stopped else 'no'}")
@@ -206,14 +207,15 @@ def fail_rank(out, bindir, sig):
     for line in errors:
         print(line)
     print(f"exit status {proc.returncode}")
-    rank0 = [line for line in errors if line.startswith("[rank0]")]
+    rank0 = [line for line in errors
+             if line.startswith("pippy-run: error: rank 0:")]
     # Rank 0 must have noticed by itself, naming rank 1, within the timeout
     # (a kill closes the connection at once; a stopped rank runs into it).
-    # The launcher then leaves the other ranks the timeout + 10 s to end on
-    # their own before it kills them (a stopped rank never does), so a hung
-    # rank ends the run about 2 x timeout + 10 s after it stopped; the bound
-    # adds 12 s for a loaded machine.
-    limit = 2 * timeout + 10 + 12
+    # The launcher then leaves the other ranks 5 s to end on their own
+    # before it kills them (a stopped rank never does), so a hung rank ends
+    # the run about timeout + 5 s after it stopped; the bound adds 12 s for
+    # a loaded machine.
+    limit = timeout + 5 + 12
     print(f"rank 0 noticed: {'yes' if rank0 else 'no'}; "
           f"run ended {'within' if elapsed < limit else 'after'} the "
           f"timeout ({elapsed:.1f} s after the signal, bound {limit} s)")
