@@ -7,6 +7,7 @@
 
 #include "pippy/Executable/Lowering.h"
 #include "pippy/Passes/Passes.h"
+#include "pippy/Schedule/Schedule.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/FileSystem.h"
@@ -21,6 +22,7 @@ namespace mlir::pippy {
 
 using namespace mlir;
 namespace pd = mlir::pippy;
+namespace sched = ::pippy::schedule;
 namespace exe = ::pippy::exe;
 
 namespace {
@@ -42,9 +44,14 @@ struct EmitExecutablesPass
         exe::weightsOf(module, source, weights);
     if (failed(weightsPath))
       return signalPassFailure();
+    llvm::Expected<sched::Kind> kind = sched::parseKind(schedule);
+    if (!kind) {
+      module.emitError(llvm::toString(kind.takeError()));
+      return signalPassFailure();
+    }
     exe::LoweringOptions options;
     options.numRanks = static_cast<int>(ranks);
-    options.schedule = schedule;
+    options.schedule = *kind;
     if (microbatches > 0)
       options.microbatches = static_cast<int>(microbatches);
     options.splitBackward = deferWeightGrads;

@@ -6,9 +6,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "pippy/Dialect/Pippy/PippyDialect.h"
+#include "PipelineSchedule.h"
+
 #include "pippy/Passes/Passes.h"
-#include "pippy/Schedule/Schedule.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -27,40 +27,28 @@ namespace sched = ::pippy::schedule;
 
 namespace {
 
-/// The schedule's view of a pipeline: who sends to whom, and tied groups.
-sched::Topology topologyOf(pd::PipelineOp pipeline) {
-  std::vector<pd::StageOp> stages(pipeline.getStages().begin(),
-                                  pipeline.getStages().end());
-  sched::Topology topo;
-  topo.numStages = static_cast<int>(stages.size());
-  topo.producers.assign(stages.size(), {});
-  for (auto [s, stage] : llvm::enumerate(stages))
-    for (Value input : stage.getInputs())
-      if (auto producer = input.getDefiningOp<pd::StageOp>()) {
-        int p = static_cast<int>(producer.getIndexAttr().getInt());
-        if (!llvm::is_contained(topo.producers[s], p))
-          topo.producers[s].push_back(p);
-      }
-  for (std::vector<int> &list : topo.producers)
-    llvm::sort(list);
-  if (ArrayAttr tied = pipeline.getTiedAttr())
-    for (Attribute a : tied) {
-      auto group = cast<pd::TiedGroupAttr>(a);
-      topo.tiedGroups.emplace_back(group.getStages().begin(),
-                                   group.getStages().end());
-    }
-  return topo;
-}
-
 struct LowerSchedulePass
     : public pd::impl::PippyLowerScheduleBase<LowerSchedulePass> {
   using Base::Base;
 
+  /// The schedule the options name; `ranks` 0 places one stage per rank
+  /// (two for the V kinds).
+  llvm::Expected<sched::Schedule> generate(const sched::Topology &topo) {
+    llvm::Expected<sched::Kind> kind = sched::parseKind(schedule);
+    if (!kind)
+      return kind.takeError();
+    int R = static_cast<int>(ranks);
+    if (R == 0)
+      R = sched::placementOf(*kind) == sched::Placement::V
+              ? std::max(1, topo.numStages / 2)
+              : topo.numStages;
+    return sched::generate(*kind, topo, R, static_cast<int>(microbatches));
+  }
+
   void runOnOperation() override {
     getOperation().walk([&](pd::PipelineOp pipeline) {
-      sched::Topology topo = topologyOf(pipeline);
-      llvm::Expected<sched::Schedule> s =
-          sched::generate(schedule, topo, static_cast<int>(microbatches));
+      sched::Topology topo = pd::topologyOf(pipeline);
+      llvm::Expected<sched::Schedule> s = generate(topo);
       if (!s) {
         pipeline.emitError() << llvm::toString(s.takeError());
         return signalPassFailure();

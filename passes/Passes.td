@@ -350,12 +350,14 @@ def PippyLowerSchedule
     : Pass<"pippy-lower-schedule", "::mlir::func::FuncOp"> {
   let summary = "Records each rank's checked action list on the pipeline";
   let description = [{
-    Generates the schedule `schedule` (gpipe or 1f1b) for `microbatches`
-    micro-batches from the pipeline's stage graph (lib/Schedule), proves it
+    Generates the schedule `schedule` for `microbatches` micro-batches on
+    `ranks` ranks from the pipeline's stage graph (lib/Schedule), proves it
     complete and deadlock-free, and stores every rank's actions in their
-    text form on the pipeline as `pippy.schedule`. `pippy-run` then runs
-    exactly these actions (rank r runs stage r) and checks them again
-    before the first step; `--microbatches` must match.
+    text form on the pipeline as `pippy.schedule`. The kinds are gpipe,
+    1f1b and zb-h1 (one stage per rank), interleaved-1f1b, looped-bfs and
+    zb1p (stage s on rank s mod ranks), and zbv (rank r holds stages r and
+    2 ranks-1-r). `pippy-run` then runs exactly these actions and checks
+    them again before the first step; `--microbatches` must match.
 
     ```mlir
     %0 = pippy.pipeline -> ... {
@@ -367,7 +369,9 @@ def PippyLowerSchedule
   }];
   let options = [
     Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
-           "gpipe or 1f1b">,
+           "gpipe, 1f1b, zb-h1, interleaved-1f1b, looped-bfs, zb1p or zbv">,
+    Option<"ranks", "ranks", "int64_t", /*default=*/"0",
+           "ranks (0: one per stage, or one per two stages for zbv)">,
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
            "micro-batches per step">,
   ];
@@ -399,7 +403,7 @@ def PippyEmitExecutables
     Option<"dir", "dir", "std::string", /*default=*/"", "output folder">,
     Option<"ranks", "ranks", "int64_t", /*default=*/"1", "world size">,
     Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
-           "gpipe or 1f1b">,
+           "a kind of --pippy-lower-schedule">,
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"0",
            "micro-batches per step (0: the lowered schedule's, or 1)">,
     Option<"deferWeightGrads", "defer-weight-grads", "bool",
@@ -407,6 +411,28 @@ def PippyEmitExecutables
            "linear weight gradients wait for W or the step">,
     Option<"weights", "weights", "std::string", /*default=*/"",
            "weights file (default: the module's pippy.weights)">,
+  ];
+}
+
+def PippySchedulePlot : Pass<"pippy-schedule-plot", "::mlir::ModuleOp"> {
+  let summary = "Draws a pipeline's schedule as SVG";
+  let description = [{
+    Writes `file`, an SVG with one row per rank and one box per compute
+    action (F, B, I, W, coloured by kind; idle time is the grey between
+    them): the schedule the pipeline carries (`--pippy-lower-schedule`) as
+    the simulator predicts it on the cost model (as `--pippy-report`), and,
+    with `trace`, the same schedule as it ran, from a `pippy-run --trace`
+    file, below it. The IR is not changed.
+
+    ```
+    pippy-opt pipe.mlir --pippy-lower-schedule="schedule=zbv ranks=2 microbatches=8" \
+        --pippy-schedule-plot="file=zbv.svg trace=zbv.trace.json" -o /dev/null
+    ```
+  }];
+  let options = [
+    Option<"file", "file", "std::string", /*default=*/"", "the SVG to write">,
+    Option<"trace", "trace", "std::string", /*default=*/"",
+           "a pippy-run --trace of the schedule, drawn below">,
   ];
 }
 
@@ -426,6 +452,12 @@ def PippyReport : Pass<"pippy-report", "::mlir::ModuleOp"> {
     the best.
     A tied parameter counts in every stage that holds a copy. The IR is not
     changed. `format=json` prints the same as one JSON object per pipeline.
+
+    When the pipeline carries a schedule (`--pippy-lower-schedule`), the
+    report adds its simulation on these costs (a backward twice the
+    forward, W's share one forward, transfers free): per rank its stages,
+    busy share, the most micro-batches whose activations it holds at once
+    and their bytes, and the bubble, 1 - busy / (ranks x makespan).
 
     ```
     $ pippy-opt pipe.mlir --pippy-report -o /dev/null

@@ -11,6 +11,8 @@
 #include "pippy/Dialect/Pippy/PippyDialect.h"
 #include "pippy/Passes/Passes.h"
 
+#include "PipelineSchedule.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -30,49 +32,9 @@ namespace mlir::pippy {
 
 using namespace mlir;
 namespace pd = mlir::pippy;
+namespace sched = ::pippy::schedule;
 
 namespace {
-
-struct StageRow {
-  int64_t index = 0, ops = 0, params = 0, paramBytes = 0, flops = 0,
-          bytesMoved = 0, activationBytes = 0, recvBytes = 0, sendBytes = 0;
-  int64_t predicted() const {
-    return flops + bytesMoved + recvBytes + sendBytes;
-  }
-};
-
-StageRow measure(pd::StageOp stage) {
-  StageRow row;
-  row.index = stage.getIndexAttr().getInt();
-  llvm::StringSet<> names;
-  for (Operation &op : stage.getBody().front().without_terminator()) {
-    if (auto param = dyn_cast<pd::ParamOp>(op)) {
-      if (names.insert(param.getName()).second) {
-        ++row.params;
-        row.paramBytes += ::pippy::getTensorBytes(param.getType());
-      }
-      continue;
-    }
-    if (::pippy::isReplicable(&op))
-      continue;
-    ++row.ops;
-    ::pippy::OpCost cost = ::pippy::estimateOpCost(&op);
-    row.flops += cost.flops;
-    row.bytesMoved += cost.bytes;
-    for (Value result : op.getResults())
-      row.activationBytes += ::pippy::getTensorBytes(result.getType());
-  }
-  // Transfers between stages, as the balancer counts them: model inputs and
-  // outputs are not.
-  for (Value input : stage.getInputs())
-    if (input.getDefiningOp<pd::StageOp>())
-      row.recvBytes += ::pippy::getTensorBytes(input.getType());
-  for (Value result : stage.getResults())
-    if (llvm::any_of(result.getUsers(),
-                     [](Operation *user) { return isa<pd::StageOp>(user); }))
-      row.sendBytes += ::pippy::getTensorBytes(result.getType());
-  return row;
-}
 
 /// The smallest bottleneck any split of the pipeline's ops (in stage order)
 /// into the same number of stages reaches under the balancer's objective:
@@ -149,21 +111,34 @@ struct ReportPass : public pd::impl::PippyReportBase<ReportPass> {
     bool any = false;
     getOperation().walk([&](pd::PipelineOp pipeline) {
       any = true;
-      std::vector<StageRow> rows;
+      std::vector<pd::StageRow> rows;
       for (pd::StageOp stage : pipeline.getStages())
-        rows.push_back(measure(stage));
+        rows.push_back(pd::measureStage(stage));
       int64_t slowest = 0, total = 0;
-      for (const StageRow &row : rows) {
+      for (const pd::StageRow &row : rows) {
         slowest = std::max(slowest, row.predicted());
         total += row.predicted();
       }
       double mean = rows.empty() ? 0 : double(total) / rows.size();
       double ratio = mean > 0 ? slowest / mean : 1.0;
       int64_t optimum = optimalBottleneck(pipeline);
-      if (format == "json")
-        printJson(rows, ratio, slowest, optimum);
-      else
+      sched::Topology topo = pd::topologyOf(pipeline);
+      FailureOr<std::optional<sched::Schedule>> schedule =
+          pd::recordedSchedule(pipeline, topo);
+      if (failed(schedule))
+        return signalPassFailure();
+      std::optional<sched::Simulation> sim;
+      if (*schedule)
+        sim = sched::simulate(**schedule, topo, pd::costModelCosts(pipeline));
+      if (format == "json") {
+        printJson(rows, ratio, slowest, optimum,
+                  sim ? scheduleJson(**schedule, *sim)
+                      : llvm::json::Value(nullptr));
+      } else {
         printText(rows, ratio, slowest, optimum);
+        if (sim)
+          printScheduleText(**schedule, *sim);
+      }
     });
     if (!any)
       getOperation().emitWarning("no pippy.pipeline to report on; split the "
@@ -171,7 +146,7 @@ struct ReportPass : public pd::impl::PippyReportBase<ReportPass> {
     markAllAnalysesPreserved();
   }
 
-  void printText(const std::vector<StageRow> &rows, double ratio,
+  void printText(const std::vector<pd::StageRow> &rows, double ratio,
                  int64_t slowest, int64_t optimum) {
     llvm::raw_ostream &os = llvm::outs();
     os << llvm::formatv("{0,-6}{1,8}{2,8}{3,14}{4,16}{5,14}{6,18}{7,12}{8,12}"
@@ -179,7 +154,7 @@ struct ReportPass : public pd::impl::PippyReportBase<ReportPass> {
                         "stage", "ops", "params", "param_bytes", "flops",
                         "bytes_moved", "activation_bytes", "recv_bytes",
                         "send_bytes", "predicted");
-    for (const StageRow &r : rows)
+    for (const pd::StageRow &r : rows)
       os << llvm::formatv("{0,-6}{1,8}{2,8}{3,14}{4,16}{5,14}{6,18}{7,12}"
                           "{8,12}{9,16}\n",
                           r.index, r.ops, r.params, r.paramBytes, r.flops,
@@ -192,10 +167,59 @@ struct ReportPass : public pd::impl::PippyReportBase<ReportPass> {
                         optimum > 0 ? double(slowest) / optimum : 1.0);
   }
 
-  void printJson(const std::vector<StageRow> &rows, double ratio,
-                 int64_t slowest, int64_t optimum) {
+  /// The recorded schedule's simulation on the cost model: per rank its
+  /// stages, busy share, most micro-batches and activation bytes held.
+  void printScheduleText(const sched::Schedule &s,
+                         const sched::Simulation &sim) {
+    llvm::raw_ostream &os = llvm::outs();
+    os << llvm::formatv("schedule {0}, {1} micro-batches on {2} ranks, "
+                        "simulated (backward = 2 x forward, W = forward, "
+                        "transfers free):\n",
+                        sched::kindName(s.kind), s.microbatches, s.numRanks());
+    os << llvm::formatv("{0,-6}{1,-10}{2,8}{3,15}{4,24}\n", "rank", "stages",
+                        "busy", "peak_inflight", "peak_activation_bytes");
+    for (int r = 0; r < s.numRanks(); ++r)
+      os << llvm::formatv("{0,-6}{1,-10}{2,8:f3}{3,15}{4,24}\n", r,
+                          stagesText(s, r),
+                          sim.makespan > 0 ? sim.busy[r] / sim.makespan : 0,
+                          sim.peakInflight[r],
+                          static_cast<int64_t>(sim.peakActivationBytes[r]));
+    os << llvm::formatv("bubble: {0:f3}\n", sim.bubbleFraction);
+  }
+
+  static std::string stagesText(const sched::Schedule &s, int r) {
+    std::string text;
+    for (int stage : s.stagesOf(r))
+      text += (text.empty() ? "" : ",") + std::to_string(stage);
+    return text;
+  }
+
+  static llvm::json::Value scheduleJson(const sched::Schedule &s,
+                                        const sched::Simulation &sim) {
+    llvm::json::Array ranks;
+    for (int r = 0; r < s.numRanks(); ++r) {
+      llvm::json::Array stages;
+      for (int stage : s.stagesOf(r))
+        stages.push_back(stage);
+      ranks.push_back(llvm::json::Object{
+          {"rank", r},
+          {"stages", std::move(stages)},
+          {"busy", sim.busy[r]},
+          {"peak_inflight", sim.peakInflight[r]},
+          {"peak_activation_bytes",
+           static_cast<int64_t>(sim.peakActivationBytes[r])}});
+    }
+    return llvm::json::Object{{"kind", sched::kindName(s.kind)},
+                              {"microbatches", s.microbatches},
+                              {"ranks", std::move(ranks)},
+                              {"makespan", sim.makespan},
+                              {"bubble_fraction", sim.bubbleFraction}};
+  }
+
+  void printJson(const std::vector<pd::StageRow> &rows, double ratio,
+                 int64_t slowest, int64_t optimum, llvm::json::Value schedule) {
     llvm::json::Array stages;
-    for (const StageRow &r : rows)
+    for (const pd::StageRow &r : rows)
       stages.push_back(
           llvm::json::Object{{"stage", r.index},
                              {"ops", r.ops},
@@ -211,6 +235,8 @@ struct ReportPass : public pd::impl::PippyReportBase<ReportPass> {
                               {"balance_ratio", ratio},
                               {"bottleneck", slowest},
                               {"optimum", optimum}};
+    if (schedule.kind() != llvm::json::Value::Null)
+      report["schedule"] = std::move(schedule);
     llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(report)))
                  << "\n";
   }

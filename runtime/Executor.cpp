@@ -1,18 +1,25 @@
 //===- Executor.cpp - one rank of a pipeline: loading and the loops -------===//
 //
-// Rank r loads its stage executable, resolves its program once, loads its
-// weights, meets the other ranks, and executes its action list:
+// Rank r loads its stage executable, resolves its stages' programs once,
+// loads their weights, meets the other ranks, and executes its action list;
+// each action names the stage it runs:
 //
 //   F       runs the stage on micro-batch m with autograd recording; the
-//           stage holding the pipeline's outputs also computes the loss
-//   SEND_F  sends the stage's results to every stage that consumes them
+//           stage holding the pipeline's outputs also computes the loss;
+//           consumers on this rank take its results at once (hand-over)
+//   SEND_F  sends the stage's results to its consumers on other ranks
 //   RECV_F  waits for the activations posted for receipt at step start
-//   B       backward from the loss or the received output gradients, then
-//           frees the micro-batch's activations
-//   SEND_B  sends the input gradients back to their producers
-//   W       the deferred linear weight gradients (--defer-weight-grads)
-//   ALLREDUCE_TIED  sums replicated tied-weight gradients over the group
-//   STEP    clips by the global norm (all ranks) and steps the optimizer
+//   B       backward from the loss or the output gradients received or
+//           handed over, then frees the micro-batch's activations
+//   I, W    B split: I the input gradients (the graph kept), W the weight
+//           gradients, which zero-bubble schedules run later
+//   SEND_B  sends the input gradients back to producers on other ranks
+//   W (no micro-batch)  the deferred linear weight gradients
+//           (--defer-weight-grads)
+//   ALLREDUCE_TIED  sums replicated tied-weight gradients over the groups
+//   STEP    the rank's first STEP clips by the global norm (all ranks) and
+//           steps the optimizer over every stage it holds; the others,
+//           which come right after it, have nothing left to do
 //
 // Receives are posted when the step starts and sends are asynchronous, so
 // compute overlaps communication; sends are waited for before the
@@ -58,6 +65,13 @@ RankRunner::RankRunner(const RunOptions &options, const Rendezvous &rdzv,
       plan(StagePlan::of(executable.get())), rank(rdzv.rank),
       prefixOwnLines(!std::getenv("PIPPY_LAUNCHED")) {}
 
+StageRun &RankRunner::stageRun(int stage) {
+  for (StageRun &run : stages)
+    if (run.plan->stage == stage)
+      return run;
+  throw RuntimeError(where() + " does not hold stage " + std::to_string(stage));
+}
+
 void RankRunner::run() {
   setThreads(options.threads);
   if (plan.rank != rank)
@@ -69,12 +83,7 @@ void RankRunner::run() {
                        std::to_string(plan.numRanks) +
                        (plan.numRanks == 1 ? " rank" : " ranks") +
                        " but the world has " + std::to_string(rdzv.worldSize));
-  program = std::make_unique<Program>(
-      Program::load(*executable.get().stages()->Get(0)->program(),
-                    "stage " + std::to_string(plan.stage),
-                    options.infer ? Program::Semantics::Evaluation
-                                  : Program::Semantics::Training));
-  opNanoseconds.assign(program->countedOps().size(), 0);
+  loadPrograms();
   loadWeights();
   // With --loss none the target is forward's last argument, in --infer too.
   data = std::make_unique<Dataset>(options, plan.inputs,
@@ -86,24 +95,41 @@ void RankRunner::run() {
   train();
 }
 
+void RankRunner::loadPrograms() {
+  for (const HeldStage &held : plan.stages) {
+    StageRun &run = stages.emplace_back();
+    run.plan = &held;
+    run.program = std::make_unique<Program>(
+        Program::load(*held.program, "stage " + std::to_string(held.stage),
+                      options.infer ? Program::Semantics::Evaluation
+                                    : Program::Semantics::Training));
+    run.opNanoseconds.assign(run.program->countedOps().size(), 0);
+  }
+}
+
 void RankRunner::loadWeights() {
   weightsPath = executable.weightsPath(options.weightsPath);
+  // The parameters of the rank's stages, each once (stages of one rank
+  // share a tied weight's tensor).
+  std::vector<std::pair<std::string, TensorSpec>> used;
+  std::set<std::string> mine;
+  for (StageRun &run : stages)
+    for (const auto &[name, spec] : run.program->parameters())
+      if (mine.insert(name).second)
+        used.push_back({name, spec});
   if (weightsPath.empty()) {
-    if (program->parameters().empty())
+    if (used.empty())
       return; // a pipeline without parameters needs no weights file
     throw RuntimeError(executable.name() +
                        " names no weights file; pass --weights");
   }
   // Rank 0 keeps every weight (it saves the whole model); the others read
-  // their stage's.
-  std::set<std::string> mine;
-  for (const auto &[name, spec] : program->parameters())
-    mine.insert(name);
+  // their stages'.
   TensorFile file = readTensors(weightsPath, rank == 0 ? nullptr : &mine);
   weightsMetadata = file.metadata;
   weightOrder = file.order;
   std::set<std::string> untrained = untrainedNames(file.metadata);
-  for (const auto &[name, spec] : program->parameters()) {
+  for (const auto &[name, spec] : used) {
     at::Tensor tensor = checkedParameter(file, weightsPath, name, spec);
     bool trains = isTrainable(tensor, name, untrained) && !options.infer;
     params[name] = trains ? tensor.requires_grad_(true) : tensor;
@@ -119,24 +145,32 @@ void RankRunner::connect() {
                              : createCommunicator(options.backend, rdzv);
   checkRanksAgree();
   std::vector<int> peers;
-  for (const std::vector<Edge> *edges : {&plan.recvEdges, &plan.sendEdges})
-    for (const Edge &edge : *edges)
-      peers.push_back(edge.peerRank);
+  for (const HeldStage &held : plan.stages)
+    for (const std::vector<Edge> *edges : {&held.recvEdges, &held.sendEdges})
+      for (const Edge &edge : *edges)
+        if (!edge.local)
+          peers.push_back(edge.peerRank);
   std::sort(peers.begin(), peers.end());
   peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
   comm->prepare(peers);
-  // Tied groups: one communicator per group, created by its members in
-  // the pipeline's order. Replicas start from the first member's value.
+  // Tied groups: one communicator per group that spans ranks, created by
+  // its members in the pipeline's order. Replicas start from the first
+  // member's value. Stages of one rank share the tensor; a group within
+  // one rank needs no communicator (its parts are still summed in the
+  // unsplit run's order).
   for (const TiedReplicas &tied : plan.tied) {
     const std::vector<int> &members = tied.ranks;
     if (std::find(members.begin(), members.end(), rank) == members.end())
       continue;
-    auto group = comm->subgroup("tied/" + tied.name, members);
     auto it = params.find(tied.name);
     if (it == params.end())
-      throw RuntimeError("stage " + std::to_string(plan.stage) +
-                         " is in the tied group of '" + tied.name +
+      throw RuntimeError(where() + " is in the tied group of '" + tied.name +
                          "' but does not use it");
+    if (members.size() == 1) {
+      tiedComms.push_back({tied.name, nullptr});
+      continue;
+    }
+    auto group = comm->subgroup("tied/" + tied.name, members);
     {
       ::torch::NoGradGuard noGrad;
       at::Tensor value = it->second.detach();
@@ -152,9 +186,6 @@ void RankRunner::connect() {
 void RankRunner::train() {
   chooseDeferredLinears();
   fuseWeightGradients();
-  for (const Edge &edge : plan.recvEdges)
-    for (const TensorSpec &spec : edge.specs)
-      sendsInputGradients |= isDifferentiable(spec.dtype);
   registerTiedHooks();
   std::vector<at::Tensor> tensors;
   for (const auto &[name, p] : trainable)
@@ -182,7 +213,8 @@ void RankRunner::train() {
     if (step == firstStep + 1) {
       // --profile: the first step warms up allocators and caches; measure
       // the others.
-      std::fill(opNanoseconds.begin(), opNanoseconds.end(), 0);
+      for (StageRun &run : stages)
+        std::fill(run.opNanoseconds.begin(), run.opNanoseconds.end(), 0);
       forwardsRun = 0;
       backwardSeconds = 0;
     }
@@ -190,11 +222,14 @@ void RankRunner::train() {
     currentStep = step;
     releaseGradients(*optimizer);
     stepLoss = 0;
-    std::vector<MicroBatch> mbs(M);
-    postReceives(mbs, /*training=*/true);
+    stepped = false;
+    for (StageRun &run : stages) {
+      run.mbs.assign(M, MicroBatch());
+      postReceives(run, /*training=*/true);
+    }
     int inflight = 0;
     for (const ScheduledAction &action : plan.actions)
-      runAction(action, mbs, step, cursor, inflight, *optimizer);
+      runAction(action, step, cursor, inflight, *optimizer);
     addHeldWeightGradients();
     cursor = (cursor + M * mbRows) % data->rows();
     double seconds =
@@ -215,8 +250,7 @@ void RankRunner::train() {
   finish(firstStep, losses, stepSeconds, wallSeconds);
 }
 
-void RankRunner::runAction(const ScheduledAction &action,
-                           std::vector<MicroBatch> &mbs, int step,
+void RankRunner::runAction(const ScheduledAction &action, int step,
                            int64_t cursor, int &inflight,
                            ::torch::optim::Optimizer &optimizer) {
   using K = exe::ActionKind;
@@ -226,6 +260,7 @@ void RankRunner::runAction(const ScheduledAction &action,
     break;
   case K::Forward:
   case K::Backward:
+  case K::BackwardInput:
   case K::RecvF:
   case K::RecvB:
     addHeldWeightGradients(kHeldMicrobatches);
@@ -235,30 +270,37 @@ void RankRunner::runAction(const ScheduledAction &action,
   }
   Clock::time_point begin = Clock::now();
   int m = action.microbatch;
+  StageRun &run = stageRun(action.stage);
   switch (action.kind) {
   case K::Forward:
-    forward(mbs[m], m, cursor + m * plan.microbatchRows(), /*training=*/true);
+    forward(run, m, cursor + m * plan.microbatchRows(), /*training=*/true);
     peakInflight = std::max(peakInflight, ++inflight);
     break;
   case K::Backward:
-    currentMicrobatch = m;
-    backward(mbs[m]);
+  case K::BackwardInput:
+  case K::BackwardWeight:
+    if (action.kind == K::Backward)
+      backward(run, m);
+    else if (action.kind == K::BackwardInput)
+      backwardInput(run, m);
+    else
+      backwardWeight(run, m);
     backwardSeconds +=
         std::chrono::duration<double>(Clock::now() - begin).count();
-    --inflight;
+    inflight -= action.kind != K::BackwardInput;
     break;
   case K::SendF:
-    sendForward(mbs[m], m);
+    sendForward(run, m);
     break;
   case K::RecvF:
-    for (CommHandlePtr &h : mbs[m].recvF)
+    for (CommHandlePtr &h : run.mbs[m].recvF)
       h->wait();
     break;
   case K::SendB:
-    sendBackward(mbs[m], m);
+    sendBackward(run, m);
     break;
   case K::RecvB:
-    for (CommHandlePtr &h : mbs[m].recvB)
+    for (CommHandlePtr &h : run.mbs[m].recvB)
       h->wait();
     break;
   case K::Weight:
@@ -268,18 +310,26 @@ void RankRunner::runAction(const ScheduledAction &action,
     allReduceTied();
     break;
   case K::Step:
-    waitSends();
-    weightGradients();
-    if (step == 1 && !options.saveGradsPath.empty())
-      saveGrads();
-    if (options.clipGradNorm)
-      clipGradients();
-    optimizer.step();
+    optimizerStep(step, optimizer);
     break;
   }
   record(action, begin);
   if (action.kind == K::SendB)
     addHeldWeightGradients(kHeldMicrobatches);
+}
+
+/// The rank's first STEP of a step: every stage it holds is done.
+void RankRunner::optimizerStep(int step, ::torch::optim::Optimizer &optimizer) {
+  if (stepped)
+    return;
+  stepped = true;
+  waitSends();
+  weightGradients();
+  if (step == 1 && !options.saveGradsPath.empty())
+    saveGrads();
+  if (options.clipGradNorm)
+    clipGradients();
+  optimizer.step();
 }
 
 void RankRunner::infer() {
@@ -293,34 +343,41 @@ void RankRunner::infer() {
   if (plan.holdsOutput() && options.outputPath.empty())
     throw RuntimeError("--infer needs --output FILE");
   int M = static_cast<int>(rows / mbRows);
-  std::vector<MicroBatch> mbs(M);
-  postReceives(mbs, /*training=*/false);
-  OutputRows outputs;
-  // Forward only: every micro-batch in order, as it arrives (GPipe's
-  // forward half, which every schedule shares).
-  for (int m = 0; m < M; ++m) {
-    if (!plan.recvEdges.empty()) {
-      Clock::time_point begin = Clock::now();
-      for (CommHandlePtr &h : mbs[m].recvF)
-        h->wait();
-      record({exe::ActionKind::RecvF, plan.stage, m}, begin);
-    }
-    Clock::time_point begin = Clock::now();
-    forward(mbs[m], m, m * mbRows, /*training=*/false);
-    if (plan.holdsOutput()) {
-      std::vector<c10::IValue> results;
-      for (unsigned index : plan.outputIndices)
-        results.push_back(mbs[m].outputs.at(index));
-      outputs.add(results);
-    }
-    record({exe::ActionKind::Forward, plan.stage, m}, begin);
-    if (!plan.sendEdges.empty()) {
-      begin = Clock::now();
-      sendForward(mbs[m], m);
-      record({exe::ActionKind::SendF, plan.stage, m}, begin);
-    }
-    mbs[m].outputs.clear();
+  for (StageRun &run : stages) {
+    run.mbs.assign(M, MicroBatch());
+    postReceives(run, /*training=*/false);
   }
+  OutputRows outputs;
+  // Forward only: every micro-batch in order, through the rank's stages in
+  // order, as it arrives (GPipe's forward half, which every schedule
+  // shares).
+  for (int m = 0; m < M; ++m)
+    for (StageRun &run : stages) {
+      MicroBatch &mb = run.mbs[m];
+      int stage = run.plan->stage;
+      if (!mb.recvF.empty()) {
+        Clock::time_point begin = Clock::now();
+        for (CommHandlePtr &h : mb.recvF)
+          h->wait();
+        record({exe::ActionKind::RecvF, stage, m}, begin);
+      }
+      Clock::time_point begin = Clock::now();
+      forward(run, m, m * mbRows, /*training=*/false);
+      if (run.plan->holdsOutput) {
+        std::vector<c10::IValue> results;
+        for (unsigned index : plan.outputIndices)
+          results.push_back(mb.outputs.at(index));
+        outputs.add(results);
+      }
+      record({exe::ActionKind::Forward, stage, m}, begin);
+      if (std::any_of(run.plan->sendEdges.begin(), run.plan->sendEdges.end(),
+                      [](const Edge &e) { return !e.local; })) {
+        begin = Clock::now();
+        sendForward(run, m);
+        record({exe::ActionKind::SendF, stage, m}, begin);
+      }
+      mb.outputs.clear();
+    }
   waitSends();
   if (plan.holdsOutput()) {
     outputs.write(options.outputPath);

@@ -149,18 +149,25 @@ const std::vector<Option> &options() {
          return parseChoice("backend", v, {Backend::Gloo, Backend::Nccl},
                             o.backend);
        }},
-      {"schedule", "gpipe|1f1b", "the pipeline schedule (default 1f1b)",
+      {"schedule", "KIND",
+       "the pipeline schedule: gpipe, 1f1b (default) or zb-h1 with one "
+       "stage per rank; interleaved-1f1b, looped-bfs or zb1p with stage s on "
+       "rank s mod ranks; zbv with two stages per rank",
        [](RunOptions &o, const std::string &v) {
          ScheduleKind kind;
-         std::string error =
-             parseChoice("schedule", v,
-                         {ScheduleKind::GPipe, ScheduleKind::OneFOneB}, kind);
+         std::string error = parseChoice(
+             "schedule", v,
+             {ScheduleKind::GPipe, ScheduleKind::OneFOneB,
+              ScheduleKind::Interleaved1F1B, ScheduleKind::LoopedBFS,
+              ScheduleKind::ZBH1, ScheduleKind::ZB1P, ScheduleKind::ZBV},
+             kind);
          o.schedule = kind;
          return error;
        }},
       {"schedule-file", "FILE",
-       "read the schedule's action lists from a file (text form: one line "
-       "per rank, `rank0: 0F0 0SEND_F0 ...`)",
+       "read the schedule's action lists from a file: a `.csv` file in "
+       "torch.distributed.pipelining's form (a row per rank, an action per "
+       "cell), any other in the text form (`rank0: 0F0 0SEND_F0 ...`)",
        text(&RunOptions::scheduleFile)},
       {"microbatches", "M", "micro-batches per step (default 1)",
        optionalInteger("microbatches", &RunOptions::microbatches, 1)},

@@ -1,10 +1,13 @@
 //===- Rank.h - one rank of a pipeline --------------------------*- C++ -*-===//
 //
 // Internal to runtime/: the state of one rank running its stage executable,
-// and the steps it takes. The class is defined across one file per seam:
+// and the steps it takes. A rank holds one or more stages (StageRun); a
+// transfer between two of them is a local hand-over, not a message. The
+// class is defined across one file per seam:
 //
-//   Executor.cpp      loading, the training and inference loops, and the
-//                     actions (F, B, SEND/RECV, W, STEP)
+//   Executor.cpp      loading, the training and inference loops, and which
+//                     action runs what
+//   Actions.cpp       the actions: F, B, I, W, SEND/RECV, hand-overs
 //   TiedGradients.cpp summing replicated tied weights' gradients, and
 //                     clipping by the global norm
 //   Agreement.cpp     checking that every rank runs the same pipeline and
@@ -51,6 +54,15 @@ struct MicroBatch {
   std::vector<at::Tensor> inputGrads; // per stage input
 };
 
+/// A stage this rank runs: its part of the plan, its program, its
+/// micro-batches of the step and its ops' times (--profile).
+struct StageRun {
+  const HeldStage *plan = nullptr;
+  std::unique_ptr<Program> program;
+  std::vector<MicroBatch> mbs;
+  std::vector<int64_t> opNanoseconds; // per counted op
+};
+
 class RankRunner {
 public:
   RankRunner(const RunOptions &options, const Rendezvous &rdzv,
@@ -59,36 +71,42 @@ public:
 
 private:
   // Executor.cpp: loading and the loops.
+  void loadPrograms();
   void loadWeights();
   void connect();
   void train();
   void infer();
-  // Executor.cpp: actions.
-  static int tag(int m, int direction, size_t channel);
-  void postReceives(std::vector<MicroBatch> &mbs, bool training);
-  void forward(MicroBatch &mb, int m, int64_t begin, bool training);
+  StageRun &stageRun(int stage);
+  // Actions.cpp: the actions.
+  void postReceives(StageRun &run, bool training);
+  void forward(StageRun &run, int m, int64_t begin, bool training);
   std::string rowsText(int m, int64_t begin, int64_t rows) const;
-  void sendForward(MicroBatch &mb, int m);
-  void checkSpec(const at::Tensor &t, const TensorSpec &spec, int m,
+  void sendForward(StageRun &run, int m);
+  void checkSpec(int stage, const at::Tensor &t, const TensorSpec &spec, int m,
                  unsigned result);
-  void backward(MicroBatch &mb);
-  void backwardInputs(MicroBatch &mb, const std::vector<at::Tensor> &roots,
+  std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>>
+  backwardRoots(StageRun &run, MicroBatch &mb);
+  void backward(StageRun &run, int m);
+  void backwardInput(StageRun &run, int m);
+  void backwardWeight(StageRun &run, int m);
+  void backwardInputs(StageRun &run, MicroBatch &mb,
+                      const std::vector<at::Tensor> &roots,
                       const std::vector<at::Tensor> &grads);
+  void collectInputGradients(StageRun &run, MicroBatch &mb);
+  void handOverGradients(StageRun &run, int m);
   void weightGradients();
-  void checkNoGradient(unsigned input, const at::Tensor &grad);
-  void sendBackward(MicroBatch &mb, int m);
+  void checkNoGradient(const HeldStage &stage, unsigned input,
+                       const at::Tensor &grad);
+  void sendBackward(StageRun &run, int m);
   void addHeldWeightGradients(size_t keep = 0);
   void waitSends();
-  void runAction(const ScheduledAction &action, std::vector<MicroBatch> &mbs,
-                 int step, int64_t cursor, int &inflight,
-                 ::torch::optim::Optimizer &optimizer);
-  std::vector<Program::Linear> untiedTrainableLinears();
+  void runAction(const ScheduledAction &action, int step, int64_t cursor,
+                 int &inflight, ::torch::optim::Optimizer &optimizer);
+  void optimizerStep(int step, ::torch::optim::Optimizer &optimizer);
+  std::vector<Program::Linear> untiedTrainableLinears(StageRun &run);
   void chooseDeferredLinears();
   void fuseWeightGradients();
   std::string where() const { return "rank " + std::to_string(rank); }
-  std::string actionText(exe::ActionKind kind, int m) const {
-    return exe::actionText(kind, plan.stage, m);
-  }
 
   // TiedGradients.cpp
   void registerTiedHooks();
@@ -124,7 +142,8 @@ private:
   StagePlan plan;
   int rank;
   bool prefixOwnLines;
-  std::unique_ptr<Program> program;
+  std::vector<StageRun> stages; ///< as plan.stages
+  bool stepped = false;         ///< this step's first STEP has run
   std::map<std::string, at::Tensor> params;
   std::vector<std::pair<std::string, at::Tensor>> trainable;
   std::map<std::string, at::Tensor> allWeights; // rank 0: the file's values
@@ -136,9 +155,6 @@ private:
   std::vector<std::pair<std::string, std::unique_ptr<Communicator>>> tiedComms;
   std::vector<CommHandlePtr> pendingSends;
   std::map<std::string, std::map<int, at::Tensor>> tiedContributions;
-  /// Whether this stage sends gradients to a previous one; its fused
-  /// linears' weight gradients then wait until they are sent.
-  bool sendsInputGradients = false;
   /// The weight-gradient pass of micro-batch m waits until micro-batch
   /// m + kHeldMicrobatches has sent its input gradients (the last ones run
   /// before the optimizer step). Every input gradient after the first then
@@ -153,17 +169,20 @@ private:
   /// order, so they keep their bits.
   static constexpr size_t kHeldMicrobatches = 1;
   struct HeldWeightGradients {
+    int stage;
     int microbatch;
     WeightGradientQueue queue;
   };
   std::deque<HeldWeightGradients> heldWeightGrads;
+  /// The weight gradients each I queued for its W, by (stage, micro-batch).
+  std::map<std::pair<int, int>, WeightGradientQueue> pendingWeightGrads;
   std::vector<Program::Linear> linears; // deferred weight gradients
+                                        // (one stage per rank)
   std::set<std::string> deferred;
   std::vector<int> captureSlots;
   std::vector<std::vector<at::Tensor>> linearInputs, linearGrads;
   int currentMicrobatch = 0;
   int currentStep = 0; ///< the training step running (random ops' key)
-  std::vector<int64_t> opNanoseconds; // --profile, per counted op
   int64_t forwardsRun = 0;
   double backwardSeconds = 0;
   double stepLoss = 0;

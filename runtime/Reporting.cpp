@@ -27,10 +27,12 @@ void RankRunner::record(const ScheduledAction &action,
   Clock::time_point end = Clock::now();
   double duration = std::chrono::duration<double>(end - begin).count();
   if (action.kind == K::Forward || action.kind == K::Backward ||
+      action.kind == K::BackwardInput || action.kind == K::BackwardWeight ||
       action.kind == K::Step || action.kind == K::Weight)
     busySeconds += duration;
   if (!options.tracePath.empty() && action.kind != K::Weight)
-    events.push_back({action.text(), micros(begin), duration * 1e6});
+    events.push_back(
+        {action.text(), micros(begin), duration * 1e6, currentStep});
 }
 
 double RankRunner::micros(Clock::time_point t) const {
@@ -136,27 +138,32 @@ void RankRunner::writeTrace() {
       gatherStrings(traceEventsJson(rank, events), 0x7fff0000);
   if (rank != 0)
     return;
-  std::vector<int> stageOfRank(rdzv.worldSize, 0);
+  std::vector<std::vector<int>> stagesOfRank(rdzv.worldSize);
   for (int s = 0; s < plan.numStages; ++s)
-    stageOfRank.at(plan.stageRanks[s]) = s;
-  writeTextFile(options.tracePath, mergeTrace(all, stageOfRank));
+    stagesOfRank.at(plan.stageRanks[s]).push_back(s);
+  writeTextFile(options.tracePath, mergeTrace(all, stagesOfRank));
   printLine("wrote the trace to " + options.tracePath);
 }
 
-/// Mean forward time per micro-batch of every op, and the stage's
-/// backward time split over its ops in proportion to their forward times.
+/// Mean forward time per micro-batch of every op, and the rank's backward
+/// time split over its stages' ops in proportion to their forward times.
 void RankRunner::writeProfile() {
-  const std::vector<std::string> &names = program->countedOps();
   double forwardTotal = 0;
-  for (int64_t ns : opNanoseconds)
-    forwardTotal += ns;
-  double runs = std::max<int64_t>(forwardsRun, 1);
+  for (const StageRun &run : stages)
+    for (int64_t ns : run.opNanoseconds)
+      forwardTotal += ns;
+  // Every stage of the rank forwards each micro-batch once.
+  double runs = std::max<double>(double(forwardsRun) / stages.size(), 1);
   profile::Profile mine;
-  for (size_t i = 0; i < names.size(); ++i) {
-    double share = forwardTotal > 0 ? opNanoseconds[i] / forwardTotal : 0;
-    mine.ops.push_back({plan.countedOpOffset + static_cast<int64_t>(i),
-                        names[i], plan.stage, opNanoseconds[i] / runs / 1000.0,
-                        backwardSeconds * 1e6 / runs * share});
+  for (const StageRun &run : stages) {
+    const std::vector<std::string> &names = run.program->countedOps();
+    for (size_t i = 0; i < names.size(); ++i) {
+      double ns = run.opNanoseconds[i];
+      double share = forwardTotal > 0 ? ns / forwardTotal : 0;
+      mine.ops.push_back({run.plan->countedOpOffset + static_cast<int64_t>(i),
+                          names[i], run.plan->stage, ns / runs / 1000.0,
+                          backwardSeconds * 1e6 / runs * share});
+    }
   }
   std::vector<std::string> all =
       gatherStrings(profile::write(mine), 0x7ffe0000);

@@ -35,27 +35,29 @@ std::string metricsJson(const RunMetrics &metrics) {
 
 std::string traceEventsJson(int rank, const std::vector<TraceEvent> &events) {
   json list = json::array();
-  for (const TraceEvent &e : events)
-    list.push_back({{"name", e.name},
-                    {"ph", "X"},
-                    {"pid", rank},
-                    {"tid", 0},
-                    {"ts", e.start},
-                    {"dur", e.duration}});
+  for (const TraceEvent &e : events) {
+    json event = {{"name", e.name}, {"ph", "X"},     {"pid", rank},
+                  {"tid", 0},       {"ts", e.start}, {"dur", e.duration}};
+    if (e.step > 0)
+      event["args"] = {{"step", e.step}};
+    list.push_back(std::move(event));
+  }
   return list.dump();
 }
 
 std::string mergeTrace(const std::vector<std::string> &parts,
-                       const std::vector<int> &stageOfRank) {
+                       const std::vector<std::vector<int>> &stagesOfRank) {
   json merged = json::array();
   for (size_t r = 0; r < parts.size(); ++r) {
+    const std::vector<int> &stages = stagesOfRank.at(r);
+    std::string label = stages.size() == 1 ? " (stage " : " (stages ";
+    for (size_t i = 0; i < stages.size(); ++i)
+      label += (i ? ", " : "") + std::to_string(stages[i]);
     merged.push_back(
         {{"name", "process_name"},
          {"ph", "M"},
          {"pid", r},
-         {"args",
-          {{"name", "rank " + std::to_string(r) + " (stage " +
-                        std::to_string(stageOfRank.at(r)) + ")"}}}});
+         {"args", {{"name", "rank " + std::to_string(r) + label + ")"}}}});
     json part = json::parse(parts[r], nullptr, /*allow_exceptions=*/false);
     if (!part.is_array())
       throw RuntimeError("rank " + std::to_string(r) +

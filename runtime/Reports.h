@@ -44,14 +44,17 @@ std::string metricsJson(const RunMetrics &metrics);
 struct TraceEvent {
   std::string name;
   double start, duration; // microseconds since the common start
+  int step = 0;           // the training step; 0 in --infer (not written)
 };
 
-/// One rank's events, as it sends them to rank 0.
+/// One rank's events, as it sends them to rank 0; a training step's carry
+/// it as `args.step`.
 std::string traceEventsJson(int rank, const std::vector<TraceEvent> &events);
 /// The whole trace from every rank's part (rank r's at index r), each rank
-/// named with its stage; throws RuntimeError on a malformed part.
+/// named with its stages (`rank 0 (stages 0, 3)`); throws RuntimeError on a
+/// malformed part.
 std::string mergeTrace(const std::vector<std::string> &parts,
-                       const std::vector<int> &stageOfRank);
+                       const std::vector<std::vector<int>> &stagesOfRank);
 
 /// Writes `text` to `path` atomically; throws RuntimeError on failure.
 void writeTextFile(const std::string &path, const std::string &text);

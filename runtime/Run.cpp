@@ -37,36 +37,21 @@ namespace {
 /// program into.
 constexpr const char *kExecutablesVariable = "PIPPY_EXECUTABLES";
 
-std::vector<std::string> lower(Compiler *compiler, const RunOptions &options,
-                               int numRanks, const std::string &folder) {
+LoweredRanks lower(Compiler *compiler, const RunOptions &options, int numRanks,
+                   const std::string &folder) {
   std::string error;
-  std::optional<std::vector<std::string>> ranks =
+  std::optional<LoweredRanks> lowered =
       compiler->lower(options, numRanks, folder, error);
-  if (!ranks)
+  if (!lowered)
     throw RuntimeError(error);
-  return std::move(*ranks);
+  return std::move(*lowered);
 }
 
-/// Writes one executable per rank into `dir` (created if needed), removing
-/// files of a larger world written there before.
-void writeExecutables(const std::vector<std::string> &ranks,
-                      const std::string &dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec)
-    throw RuntimeError("cannot create " + dir + ": " + ec.message());
-  for (size_t r = 0; r < ranks.size(); ++r)
-    if (std::string error = writeFileAtomically(
-            (fs::path(dir) / exe::rankFileName(static_cast<int>(r))).string(),
-            ranks[r]);
-        !error.empty())
-      throw RuntimeError(error);
-  for (size_t r = ranks.size();; ++r) {
-    fs::path stale = fs::path(dir) / exe::rankFileName(static_cast<int>(r));
-    if (!fs::exists(stale, ec))
-      break;
-    fs::remove(stale, ec);
-  }
+void writeExecutables(const LoweredRanks &lowered, const std::string &dir) {
+  if (std::string error =
+          exe::writeFolder(lowered.ranks, lowered.scheduleCsv, dir);
+      !error.empty())
+    throw RuntimeError(error);
 }
 
 /// What executables baked in must agree with the options given again; the
@@ -154,9 +139,9 @@ rt::LoadedExecutable loadRank(const RunOptions &options, Compiler *compiler,
   if (!isIR)
     return readRank(options.programPath, rdzv.rank, rdzv.worldSize,
                     std::nullopt);
-  std::vector<std::string> ranks =
+  LoweredRanks lowered =
       lower(compiler, options, rdzv.worldSize, /*folder=*/"");
-  return rt::LoadedExecutable::fromBytes(std::move(ranks.at(rdzv.rank)),
+  return rt::LoadedExecutable::fromBytes(std::move(lowered.ranks.at(rdzv.rank)),
                                          options.programPath, ".");
 }
 
@@ -220,12 +205,13 @@ int run(int argc, char **argv, Compiler *compiler) {
       throw RuntimeError("--emit-executables lowers IR, but " +
                          options.programPath + " holds executables already");
     std::string dir = options.emitExecutablesDir;
-    std::vector<std::string> ranks =
+    LoweredRanks lowered =
         lower(compiler, options, options.ranksPerNode() * options.nnodes,
               fs::absolute(dir).string());
-    writeExecutables(ranks, dir);
-    std::printf("wrote %zu stage executable%s to %s\n", ranks.size(),
-                ranks.size() == 1 ? "" : "s", dir.c_str());
+    writeExecutables(lowered, dir);
+    std::printf("wrote %zu stage executable%s and %s to %s\n",
+                lowered.ranks.size(), lowered.ranks.size() == 1 ? "" : "s",
+                exe::kScheduleFileName, dir.c_str());
     return 0;
   }
   if (options.dataPath.empty())

@@ -2,10 +2,14 @@
 
 #include "StagePlan.h"
 
+#include "TensorFile.h"
+
 #include "pippy/Support/AtomicFile.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 
 namespace fs = std::filesystem;
@@ -73,13 +77,15 @@ specs(const flatbuffers::Vector<flatbuffers::Offset<exe::TensorSpec>> &list) {
   return result;
 }
 
-/// Groups this stage's transfers by peer stage, each in channel order.
-void readEdges(const exe::Executable &exe, StagePlan &plan) {
+/// Groups stage `held.stage`'s transfers by peer stage, each in channel
+/// order.
+void readEdges(const exe::Executable &exe, const StagePlan &plan,
+               HeldStage &held) {
   std::map<int, std::map<unsigned, const exe::Transfer *>> in, out;
   for (const exe::Transfer *t : *exe.transfers()) {
-    if (t->consumer_stage() == plan.stage)
+    if (t->consumer_stage() == held.stage)
       in[t->producer_stage()][t->channel()] = t;
-    if (t->producer_stage() == plan.stage)
+    if (t->producer_stage() == held.stage)
       out[t->consumer_stage()][t->channel()] = t;
   }
   auto edge = [&](int peer,
@@ -87,6 +93,7 @@ void readEdges(const exe::Executable &exe, StagePlan &plan) {
     Edge e;
     e.peerStage = peer;
     e.peerRank = plan.stageRanks.at(peer);
+    e.local = e.peerRank == plan.rank;
     unsigned expected = 0;
     for (const auto &[channel, t] : channels) {
       if (channel != expected++)
@@ -101,30 +108,47 @@ void readEdges(const exe::Executable &exe, StagePlan &plan) {
     return e;
   };
   for (const auto &[peer, channels] : in)
-    plan.recvEdges.push_back(edge(peer, channels));
+    held.recvEdges.push_back(edge(peer, channels));
   for (const auto &[peer, channels] : out)
-    plan.sendEdges.push_back(edge(peer, channels));
+    held.sendEdges.push_back(edge(peer, channels));
 }
 
-} // namespace
+/// Stage `stage`'s inputs, edges, and the check that every input from
+/// another stage arrives by exactly one transfer.
+HeldStage readStage(const exe::Executable &exe, const StagePlan &plan,
+                    const exe::Stage &stage) {
+  HeldStage held;
+  held.stage = stage.index();
+  held.program = stage.program();
+  held.countedOpOffset = stage.counted_op_offset();
+  held.holdsOutput = held.stage == plan.outputStage;
+  for (const exe::StageInput *in : *stage.inputs()) {
+    held.stageInputs.push_back({in->stage(), in->index()});
+    held.inputGetsGrad.push_back(in->gets_gradient());
+  }
+  readEdges(exe, plan, held);
+  std::vector<int> arrivals(held.stageInputs.size(), 0);
+  for (const Edge &edge : held.recvEdges)
+    for (const auto &[result, input] : edge.entries) {
+      if (input >= held.stageInputs.size() ||
+          held.stageInputs[input].stage != edge.peerStage ||
+          held.stageInputs[input].index != result)
+        throw RuntimeError("a transfer from stage " +
+                           std::to_string(edge.peerStage) +
+                           " does not match the input it feeds");
+      ++arrivals[input];
+    }
+  for (size_t i = 0; i < held.stageInputs.size(); ++i)
+    if (arrivals[i] != (held.stageInputs[i].stage >= 0 ? 1 : 0))
+      throw RuntimeError("stage " + std::to_string(held.stage) + " input " +
+                         std::to_string(i) + " has no transfer that brings it");
+  return held;
+}
 
-StagePlan StagePlan::of(const exe::Executable &exe) {
-  StagePlan plan;
-  plan.rank = exe.rank();
-  plan.numRanks = exe.num_ranks();
-  plan.numStages = static_cast<int>(exe.stage_ranks()->size());
-  plan.pipelineHash = exe.pipeline_hash();
-  plan.source = exe.source()->str();
-  plan.stageRanks.assign(exe.stage_ranks()->begin(), exe.stage_ranks()->end());
-  if (exe.stages()->size() != 1)
-    throw RuntimeError("rank " + std::to_string(plan.rank) + " holds " +
-                       std::to_string(exe.stages()->size()) +
-                       " stages; this pippy-run runs one stage per rank");
-  const exe::Stage &stage = *exe.stages()->Get(0);
-  plan.stage = stage.index();
-  plan.countedOpOffset = stage.counted_op_offset();
+/// The pipeline's micro-batch-sized inputs; the first input's first size is
+/// a micro-batch's rows.
+void readInputs(const exe::Executable &exe, StagePlan &plan) {
   plan.inputs = specs(*exe.inputs());
-  // The first input's first size is a micro-batch's rows.
   if (plan.inputs.empty() || plan.inputs[0].sizes.empty() ||
       plan.inputs[0].sizes[0] < 1)
     throw RuntimeError(
@@ -134,27 +158,45 @@ StagePlan StagePlan::of(const exe::Executable &exe) {
              : "has no rows (" + specText(plan.inputs[0]) + ")") +
         ": a micro-batch's rows are its first size (pippy-import "
         "--input-shapes 4x...)");
-  for (const exe::StageInput *in : *stage.inputs()) {
-    plan.stageInputs.push_back({in->stage(), in->index()});
-    plan.inputGetsGrad.push_back(in->gets_gradient());
-  }
-  readEdges(exe, plan);
-  // Every input from another stage arrives by exactly one transfer.
-  std::vector<int> arrivals(plan.stageInputs.size(), 0);
-  for (const Edge &edge : plan.recvEdges)
-    for (const auto &[result, input] : edge.entries) {
-      if (input >= plan.stageInputs.size() ||
-          plan.stageInputs[input].stage != edge.peerStage ||
-          plan.stageInputs[input].index != result)
-        throw RuntimeError("a transfer from stage " +
-                           std::to_string(edge.peerStage) +
-                           " does not match the input it feeds");
-      ++arrivals[input];
-    }
-  for (size_t i = 0; i < plan.stageInputs.size(); ++i)
-    if (arrivals[i] != (plan.stageInputs[i].stage >= 0 ? 1 : 0))
-      throw RuntimeError("stage " + std::to_string(plan.stage) + " input " +
-                         std::to_string(i) + " has no transfer that brings it");
+}
+
+constexpr int kMaxChannels = 1024; // tensors per stage pair, for tags
+
+} // namespace
+
+bool HeldStage::sendsInputGradients() const {
+  for (const Edge &edge : recvEdges)
+    if (!edge.local)
+      for (const TensorSpec &spec : edge.specs)
+        if (isDifferentiable(spec.dtype))
+          return true;
+  return false;
+}
+
+bool StagePlan::splitsBackward() const {
+  for (const ScheduledAction &a : actions)
+    if (a.kind == exe::ActionKind::BackwardInput)
+      return true;
+  return false;
+}
+
+int StagePlan::tag(int m, int direction, int producer, int consumer,
+                   size_t channel) const {
+  int64_t pair = static_cast<int64_t>(producer) * numStages + consumer;
+  int64_t slot =
+      (static_cast<int64_t>(m) * 2 + direction) * numStages * numStages + pair;
+  return static_cast<int>(slot * kMaxChannels + static_cast<int64_t>(channel));
+}
+
+StagePlan StagePlan::of(const exe::Executable &exe) {
+  StagePlan plan;
+  plan.rank = exe.rank();
+  plan.numRanks = exe.num_ranks();
+  plan.numStages = static_cast<int>(exe.stage_ranks()->size());
+  plan.pipelineHash = exe.pipeline_hash();
+  plan.source = exe.source()->str();
+  plan.stageRanks.assign(exe.stage_ranks()->begin(), exe.stage_ranks()->end());
+  readInputs(exe, plan);
   plan.outputStage = exe.outputs()->Get(0)->stage();
   for (const exe::StageResult *out : *exe.outputs()) {
     if (out->stage() != plan.outputStage)
@@ -164,10 +206,18 @@ StagePlan StagePlan::of(const exe::Executable &exe) {
                          "; they must all come from one stage");
     plan.outputIndices.push_back(out->index());
   }
-  for (const exe::TiedGroup *g : *exe.tied())
-    plan.tied.push_back({g->name()->str(),
-                         {g->ranks()->begin(), g->ranks()->end()},
-                         g->gets_gradient()});
+  for (const exe::Stage *stage : *exe.stages())
+    plan.stages.push_back(readStage(exe, plan, *stage));
+  std::sort(
+      plan.stages.begin(), plan.stages.end(),
+      [](const HeldStage &a, const HeldStage &b) { return a.stage < b.stage; });
+  // A tied group's ranks, each once (stages of one rank share the tensor).
+  for (const exe::TiedGroup *g : *exe.tied()) {
+    std::vector<int> ranks(g->ranks()->begin(), g->ranks()->end());
+    std::sort(ranks.begin(), ranks.end());
+    ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+    plan.tied.push_back({g->name()->str(), ranks, g->gets_gradient()});
+  }
   plan.stageParams.resize(plan.numStages);
   for (const exe::StageParameters *sp : *exe.stage_parameters())
     for (uint32_t i = 0; i < sp->names()->size(); ++i)
@@ -179,6 +229,14 @@ StagePlan StagePlan::of(const exe::Executable &exe) {
   plan.splitBackward = schedule.split_backward();
   for (const exe::Action *a : *schedule.actions())
     plan.actions.push_back({a->kind(), a->stage(), a->microbatch()});
+  // Every message of a step needs its own tag.
+  if (int64_t(2) * plan.microbatches * plan.numStages * plan.numStages *
+          kMaxChannels >
+      std::numeric_limits<int>::max())
+    throw RuntimeError(std::to_string(plan.microbatches) +
+                       " micro-batches of " + std::to_string(plan.numStages) +
+                       " stages need more message tags than a communicator "
+                       "has; use fewer micro-batches or stages");
   return plan;
 }
 

@@ -1,10 +1,11 @@
 //===- StagePlan.h - what a rank runs, read from its executable -*- C++ -*-===//
 //
 // Internal to runtime/: a verified stage executable as the executor uses it:
-// the stage this rank holds, the tensors it receives and sends grouped by
-// peer (the message tags follow from each transfer's channel), where its
-// inputs come from, the pipeline's outputs, tied groups, every stage's
-// parameters (for saving weights) and the rank's action list.
+// the stages this rank holds, each with the tensors it receives and sends
+// grouped by peer stage (the message tags follow from the stage pair and
+// each transfer's channel; a peer on this rank is a local hand-over) and
+// where its inputs come from; the pipeline's outputs, tied groups, every
+// stage's parameters (for saving weights) and the rank's action list.
 //
 //===----------------------------------------------------------------------===//
 
@@ -51,6 +52,7 @@ std::string executablePath(const std::string &path, int rank);
 struct Edge {
   int peerStage = 0;
   int peerRank = 0;
+  bool local = false; ///< the peer stage is on this rank: no message
   std::vector<std::pair<unsigned, unsigned>> entries;
   std::vector<TensorSpec> specs;
   /// Per entry: whether the consumer's input can get a gradient at all.
@@ -78,15 +80,25 @@ struct ScheduledAction {
   std::string text() const { return exe::actionText(kind, stage, microbatch); }
 };
 
-struct StagePlan {
-  int rank = 0, numRanks = 1, numStages = 1;
-  int stage = 0; ///< the stage this rank holds
-  uint64_t pipelineHash = 0;
-  std::string source;
-  std::vector<TensorSpec> inputs; ///< the pipeline's, micro-batch sized
+/// One stage this rank holds.
+struct HeldStage {
+  int stage = 0;
+  const exe::Program *program = nullptr; ///< in the executable's buffer
+  int countedOpOffset = 0;
   std::vector<StageInputSource> stageInputs;
   std::vector<bool> inputGetsGrad;
   std::vector<Edge> recvEdges, sendEdges; ///< by peer stage, ascending
+  bool holdsOutput = false;
+  /// Whether the stage sends input gradients to a stage on another rank.
+  bool sendsInputGradients() const;
+};
+
+struct StagePlan {
+  int rank = 0, numRanks = 1, numStages = 1;
+  std::vector<HeldStage> stages; ///< ascending
+  uint64_t pipelineHash = 0;
+  std::string source;
+  std::vector<TensorSpec> inputs; ///< the pipeline's, micro-batch sized
   int outputStage = 0;
   std::vector<unsigned> outputIndices;
   std::vector<TiedReplicas> tied;
@@ -99,10 +111,17 @@ struct StagePlan {
   bool splitBackward = false;
   std::vector<ScheduledAction> actions;
 
-  /// The plan of a verified executable; `program` is its stage's program.
+  /// The plan of a verified executable.
   static StagePlan of(const exe::Executable &exe);
-  bool holdsOutput() const { return stage == outputStage; }
+  bool holdsOutput() const { return stageRanks.at(outputStage) == rank; }
   int64_t microbatchRows() const { return inputs.at(0).sizes.at(0); }
+  /// Whether some action splits a backward into I and W.
+  bool splitsBackward() const;
+  /// The message tag of micro-batch `m`'s tensor `channel` between two
+  /// stages, forward (direction 0) or backward (1); the stage pair keeps
+  /// apart the messages of two ranks that share several pairs.
+  int tag(int m, int direction, int producer, int consumer,
+          size_t channel) const;
 };
 
 } // namespace pippy::rt

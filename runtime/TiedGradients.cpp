@@ -38,15 +38,18 @@ void RankRunner::registerTiedHooks() {
     at::Tensor p = params.at(name);
     if (!p.requires_grad())
       continue; // a buffer or frozen parameter: nothing to sum
-    int64_t bytes = p.numel() * p.element_size() * group->size() *
-                    std::max(plan.microbatches, 1);
+    int G = group ? group->size() : 1;
+    int64_t bytes =
+        p.numel() * p.element_size() * G * std::max(plan.microbatches, 1);
     if (bytes > kExactTiedBytes)
       continue;
     auto &slots = tiedContributions[name];
     if (!deferred.empty())
       continue; // backwardInputs records the contributions
+    // Two stages of this rank using the weight add up their parts.
     p.register_hook([this, &slots](const at::Tensor &g) {
-      slots[currentMicrobatch] = g.detach().clone();
+      at::Tensor &slot = slots[currentMicrobatch];
+      slot = slot.defined() ? slot + g.detach() : g.detach().clone();
       return at::Tensor();
     });
   }
@@ -63,17 +66,19 @@ void RankRunner::allReduceTied() {
     if (it == tiedContributions.end()) {
       if (!p.grad().defined())
         p.mutable_grad() = at::zeros_like(p);
-      group->allReduceSum(p.grad(), what)->wait();
+      if (group)
+        group->allReduceSum(p.grad(), what)->wait();
       continue;
     }
-    int M = plan.microbatches, G = group->size();
+    int M = plan.microbatches, G = group ? group->size() : 1;
     std::vector<int64_t> shape{G, M};
     shape.insert(shape.end(), p.sizes().begin(), p.sizes().end());
     at::Tensor all = at::zeros(shape, p.options().requires_grad(false));
     for (auto &[m, g] : it->second)
-      all[group->rank()][m].copy_(g);
+      all[group ? group->rank() : 0][m].copy_(g);
     it->second.clear();
-    group->allReduceSum(all, what)->wait();
+    if (group)
+      group->allReduceSum(all, what)->wait();
     at::Tensor total;
     for (int m = 0; m < M; ++m) {
       at::Tensor b = all[G - 1][m];

@@ -5,6 +5,7 @@
 #include "pippy/Dialect/Pippy/PippyDialect.h"
 #include "pippy/Dialect/Torch/TorchDialect.h"
 #include "pippy/Executable/Lowering.h"
+#include "pippy/Schedule/Schedule.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/SparseTensor/IR/SparseTensor.h"
@@ -17,9 +18,10 @@ using namespace mlir;
 
 namespace pippy::exe {
 
-std::optional<std::vector<std::string>>
-IRCompiler::lower(const RunOptions &options, int numRanks,
-                  const std::string &folder, std::string &error) {
+std::optional<LoweredRanks> IRCompiler::lower(const RunOptions &options,
+                                              int numRanks,
+                                              const std::string &folder,
+                                              std::string &error) {
   MLIRContext context;
   context.loadDialect<func::FuncDialect, mlir::torch::TorchDialect,
                       mlir::pippy::PippyDialect,
@@ -61,16 +63,18 @@ IRCompiler::lower(const RunOptions &options, int numRanks,
     return std::nullopt;
   LoweringOptions lowering;
   lowering.numRanks = numRanks;
-  lowering.schedule = name(options.schedule.value_or(ScheduleKind::OneFOneB));
+  lowering.schedule = options.schedule.value_or(ScheduleKind::OneFOneB);
   lowering.microbatches = options.microbatches;
   lowering.splitBackward = options.deferWeightGrads.value_or(false);
   lowering.scheduleText = options.scheduleText;
+  lowering.scheduleIsCsv = ::pippy::schedule::isCsvFile(options.scheduleFile);
   lowering.source = options.programPath;
   lowering.weights = storedWeightsPath(*weights, folder);
   FailureOr<LoweredPipeline> lowered = exe::lower(*module, lowering);
   if (failed(lowered))
     return std::nullopt;
-  return std::move(lowered->ranks);
+  return LoweredRanks{std::move(lowered->ranks),
+                      std::move(lowered->scheduleCsv)};
 }
 
 } // namespace pippy::exe

@@ -35,40 +35,16 @@ namespace sched = ::pippy::schedule;
 namespace pippy::exe {
 namespace {
 
-ActionKind toActionKind(sched::Op op) {
-  switch (op) {
-  case sched::Op::Forward:
-    return ActionKind::Forward;
-  case sched::Op::Backward:
-    return ActionKind::Backward;
-  case sched::Op::SendF:
-    return ActionKind::SendF;
-  case sched::Op::RecvF:
-    return ActionKind::RecvF;
-  case sched::Op::SendB:
-    return ActionKind::SendB;
-  case sched::Op::RecvB:
-    return ActionKind::RecvB;
-  case sched::Op::Weight:
-    return ActionKind::Weight;
-  case sched::Op::AllReduceTied:
-    return ActionKind::AllReduceTied;
-  case sched::Op::Step:
-    return ActionKind::Step;
-  }
-  return ActionKind::Step;
-}
-
 /// The schedule given by the options, or lowered ahead of time on the
-/// pipeline, checked against `topo`.
+/// pipeline, checked against `topo` and `numRanks`.
 FailureOr<sched::Schedule> scheduleOf(StageGraph &graph,
                                       const sched::Topology &topo,
                                       const LoweringOptions &options,
-                                      bool merged) {
+                                      int numRanks, bool merged) {
   Operation *where = graph.pipeline ? graph.pipeline.getOperation()
                                     : graph.forward.getOperation();
   std::string text = options.scheduleText;
-  std::string loweredKind;
+  std::optional<ScheduleKind> loweredKind;
   int M = options.microbatches.value_or(1);
   auto lowered =
       graph.pipeline && !merged
@@ -85,22 +61,29 @@ FailureOr<sched::Schedule> scheduleOf(StageGraph &graph,
              << m.getInt();
     M = static_cast<int>(m.getInt());
     if (auto kind = lowered.getAs<StringAttr>("kind"))
-      loweredKind = kind.getValue().str();
+      loweredKind = parseScheduleKind(kind.getValue().str());
     for (auto [r, list] : llvm::enumerate(ranks))
       text += "rank" + std::to_string(r) + ": " +
               cast<StringAttr>(list).getValue().str() + "\n";
   }
   llvm::Expected<sched::Schedule> s =
-      text.empty() ? sched::generate(options.schedule, topo, M,
-                                     /*training=*/true, options.splitBackward)
-                   : sched::parse(text, M, /*training=*/true);
+      !text.empty() && options.scheduleIsCsv && !lowered
+          ? sched::parseCsv(text, topo, M)
+      : !text.empty()
+          ? sched::parse(text, topo.numStages, M)
+          : sched::generate(options.schedule, topo, numRanks, M,
+                            /*training=*/true, options.splitBackward);
   if (!s)
     return where->emitError(llvm::toString(s.takeError()));
   if (llvm::Error err = sched::check(*s, topo))
     return where->emitError("invalid schedule: ")
            << llvm::toString(std::move(err));
-  if (!loweredKind.empty())
-    s->kind = loweredKind;
+  if (s->numRanks() != numRanks)
+    return where->emitError("the schedule runs on ")
+           << s->numRanks() << " ranks but the world has " << numRanks
+           << " (use --nproc " << s->numRanks() << ")";
+  if (loweredKind)
+    s->kind = *loweredKind;
   return std::move(*s);
 }
 
@@ -141,6 +124,24 @@ struct Plan {
   std::set<std::string> paramsWithGradient;
 };
 
+/// Stage `s`'s program, inputs and op numbering (on one rank holding every
+/// stage merged, `s` 0 is that program).
+flatbuffers::Offset<Stage> serializeStage(flatbuffers::FlatBufferBuilder &fbb,
+                                          const Plan &plan, int s,
+                                          bool anonymous) {
+  std::vector<flatbuffers::Offset<StageInput>> stageInputs;
+  for (size_t i = 0; i < plan.stageInputs[s].size(); ++i) {
+    const Source &src = plan.stageInputs[s][i];
+    stageInputs.push_back(CreateStageInput(
+        fbb, src.stage, src.index,
+        serializeSpec(fbb, plan.stageInputSpecs[s][i]), plan.inputGets[s][i]));
+  }
+  auto program = plan.programs[s].serialize(fbb, plan.paramsWithGradient,
+                                            /*withLocations=*/!anonymous);
+  return CreateStage(fbb, s, program, fbb.CreateVector(stageInputs),
+                     plan.countedOffsets[s]);
+}
+
 /// Rank `rank`'s executable. The pipeline hash is computed over every
 /// rank's `anonymous` form: no source or weights path, no source locations.
 std::string serializeRank(const Plan &plan, int rank, uint64_t hash,
@@ -154,9 +155,8 @@ std::string serializeRank(const Plan &plan, int rank, uint64_t hash,
   for (const Source &out : plan.outputs)
     outputs.push_back(CreateStageResult(fbb, out.stage, out.index));
   int numStages = static_cast<int>(plan.programs.size());
-  std::vector<int> stageRanks;
-  for (int s = 0; s < numStages; ++s)
-    stageRanks.push_back(plan.merged ? 0 : s);
+  std::vector<int> stageRanks =
+      plan.merged ? std::vector<int>{0} : plan.schedule.stageRank;
   std::vector<flatbuffers::Offset<StageParameters>> stageParams;
   for (int s = 0; s < numStages; ++s) {
     std::vector<std::string> names;
@@ -168,39 +168,34 @@ std::string serializeRank(const Plan &plan, int rank, uint64_t hash,
     stageParams.push_back(CreateStageParameters(
         fbb, s, fbb.CreateVectorOfStrings(names), fbb.CreateVector(specs)));
   }
-  // Rank r holds stage r.
-  std::vector<flatbuffers::Offset<StageInput>> stageInputs;
-  for (size_t i = 0; i < plan.stageInputs[rank].size(); ++i) {
-    const Source &src = plan.stageInputs[rank][i];
-    stageInputs.push_back(
-        CreateStageInput(fbb, src.stage, src.index,
-                         serializeSpec(fbb, plan.stageInputSpecs[rank][i]),
-                         plan.inputGets[rank][i]));
-  }
-  auto program = plan.programs[rank].serialize(fbb, plan.paramsWithGradient,
-                                               /*withLocations=*/!anonymous);
-  std::vector<flatbuffers::Offset<Stage>> stages{
-      CreateStage(fbb, rank, program, fbb.CreateVector(stageInputs),
-                  plan.countedOffsets[rank])};
+  std::vector<int> held =
+      plan.merged ? std::vector<int>{0} : plan.schedule.stagesOf(rank);
+  std::vector<flatbuffers::Offset<Stage>> stages;
+  for (int s : held)
+    stages.push_back(serializeStage(fbb, plan, s, anonymous));
+  auto holds = [&](int s) { return llvm::is_contained(held, s); };
   std::vector<flatbuffers::Offset<Transfer>> transfers;
   for (const TransferRow &t : plan.transfers)
-    if (t.from.stage == rank || t.consumer == rank)
+    if (holds(t.from.stage) || holds(t.consumer))
       transfers.push_back(
           CreateTransfer(fbb, t.from.stage, t.from.index, t.consumer, t.input,
                          t.channel, serializeSpec(fbb, t.spec), t.gradient));
   std::vector<Action> actions;
   for (const sched::Action &a : plan.schedule.ranks[rank])
-    actions.emplace_back(toActionKind(a.op), a.stage, a.microbatch);
+    actions.emplace_back(a.op, a.stage, a.microbatch);
   auto schedule = CreateSchedule(
-      fbb, parseScheduleKind(plan.schedule.kind).value_or(ScheduleKind::Custom),
-      plan.schedule.microbatches, plan.options->splitBackward,
-      fbb.CreateVectorOfStructs(actions));
+      fbb, plan.schedule.kind, plan.schedule.microbatches,
+      plan.options->splitBackward, fbb.CreateVectorOfStructs(actions));
   std::vector<flatbuffers::Offset<TiedGroup>> tied;
   if (!plan.merged)
-    for (const auto &[name, members] : graph.tied)
+    for (const auto &[name, members] : graph.tied) {
+      std::vector<int> ranks;
+      for (int s : members)
+        ranks.push_back(plan.schedule.stageRank.at(s));
       tied.push_back(CreateTiedGroup(
           fbb, fbb.CreateString(name), fbb.CreateVector(members),
-          fbb.CreateVector(members), plan.paramsWithGradient.count(name)));
+          fbb.CreateVector(ranks), plan.paramsWithGradient.count(name)));
+    }
   auto root = CreateExecutable(
       fbb, kFormatVersion, fbb.CreateString(producer()), hash, rank,
       plan.numRanks, fbb.CreateString(anonymous ? "" : plan.options->source),
@@ -306,7 +301,8 @@ LogicalResult inputSpecs(func::FuncOp forward, std::vector<Spec> &specs) {
   return success();
 }
 
-/// Places the stages on ranks and checks what that needs.
+/// Checks what running the stages on several ranks needs (the schedule
+/// places them).
 LogicalResult placeStages(Plan &plan) {
   StageGraph &graph = *plan.graph;
   int S = graph.numStages();
@@ -318,10 +314,6 @@ LogicalResult placeStages(Plan &plan) {
                "a graph IR runs as one stage on one rank; split it into a "
                "pipeline first (pippy-opt --pippy-split) to run it on ")
            << plan.numRanks << " ranks";
-  if (S != plan.numRanks)
-    return graph.pipeline.emitError("the pipeline has ")
-           << S << " stages but the world has " << plan.numRanks
-           << " ranks; pippy runs one stage per rank (use --nproc " << S << ")";
   int outputStage = -1;
   for (const Source &out : graph.outputs) {
     if (out.stage < 0)
@@ -415,8 +407,8 @@ FailureOr<LoweredPipeline> lower(ModuleOp module,
       return failure();
     plan.transfers = std::move(*rows);
   }
-  FailureOr<sched::Schedule> schedule =
-      scheduleOf(*graph, topo, options, plan.merged);
+  FailureOr<sched::Schedule> schedule = scheduleOf(
+      *graph, topo, options, plan.merged ? 1 : plan.numRanks, plan.merged);
   if (failed(schedule) || failed(lowerPrograms(plan)))
     return failure();
   plan.schedule = std::move(*schedule);
@@ -457,6 +449,7 @@ FailureOr<LoweredPipeline> lower(ModuleOp module,
     all += serializeRank(plan, r, /*hash=*/0, /*anonymous=*/true);
   LoweredPipeline lowered;
   lowered.hash = llvm::xxh3_64bits(llvm::StringRef(all));
+  lowered.scheduleCsv = sched::toCsv(plan.schedule, /*withCommunication=*/true);
   for (int r = 0; r < plan.numRanks; ++r)
     lowered.ranks.push_back(
         serializeRank(plan, r, lowered.hash, /*anonymous=*/false));
@@ -472,23 +465,7 @@ FailureOr<std::string> lowerForOneRank(ModuleOp module) {
 
 std::string writeExecutables(const LoweredPipeline &pipeline,
                              const std::string &dir) {
-  if (std::error_code ec = llvm::sys::fs::create_directories(dir))
-    return "cannot create " + dir + ": " + ec.message();
-  for (size_t r = 0; r < pipeline.ranks.size(); ++r) {
-    std::string path = dir + "/" + rankFileName(static_cast<int>(r));
-    if (std::string error = writeFileAtomically(path, pipeline.ranks[r]);
-        !error.empty())
-      return error;
-  }
-  // Executables of a larger world written there before would be read as
-  // part of this one.
-  for (size_t r = pipeline.ranks.size();; ++r) {
-    std::string stale = dir + "/" + rankFileName(static_cast<int>(r));
-    if (!llvm::sys::fs::exists(stale))
-      break;
-    llvm::sys::fs::remove(stale);
-  }
-  return "";
+  return writeFolder(pipeline.ranks, pipeline.scheduleCsv, dir);
 }
 
 } // namespace pippy::exe

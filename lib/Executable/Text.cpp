@@ -68,6 +68,18 @@ const char *scheduleKindText(ScheduleKind kind) {
     return "gpipe";
   case ScheduleKind::OneFOneB:
     return "1f1b";
+  case ScheduleKind::Interleaved1F1B:
+    return "interleaved-1f1b";
+  case ScheduleKind::LoopedBFS:
+    return "looped-bfs";
+  case ScheduleKind::ZBH1:
+    return "zb-h1";
+  case ScheduleKind::ZB1P:
+    return "zb1p";
+  case ScheduleKind::ZBV:
+    return "zbv";
+  case ScheduleKind::DualPipeV:
+    return "dualpipev";
   case ScheduleKind::Custom:
     break;
   }
@@ -86,14 +98,85 @@ bool hasMicrobatch(ActionKind kind) {
          kind != ActionKind::Weight;
 }
 
+namespace {
+
+struct ActionName {
+  ActionKind kind;
+  const char *text;
+};
+// Longest spellings first, so that `SEND_F` is not read as `S`...; `W` with
+// a micro-batch is BackwardWeight, without one Weight.
+const ActionName kActionNames[] = {
+    {ActionKind::AllReduceTied, "ALLREDUCE_TIED"},
+    {ActionKind::SendF, "SEND_F"},
+    {ActionKind::RecvF, "RECV_F"},
+    {ActionKind::SendB, "SEND_B"},
+    {ActionKind::RecvB, "RECV_B"},
+    {ActionKind::Step, "STEP"},
+    {ActionKind::BackwardWeight, "W"},
+    {ActionKind::Weight, "W"},
+    {ActionKind::BackwardInput, "I"},
+    {ActionKind::Forward, "F"},
+    {ActionKind::Backward, "B"},
+};
+
+} // namespace
+
 std::string actionText(ActionKind kind, int stage, int microbatch) {
-  static const char *const names[] = {
-      "F",      "B", "SEND_F",         "RECV_F", "SEND_B",
-      "RECV_B", "W", "ALLREDUCE_TIED", "STEP"};
-  std::string text = std::to_string(stage) + names[static_cast<int>(kind)];
+  std::string text = std::to_string(stage);
+  for (const ActionName &name : kActionNames)
+    if (name.kind == kind) {
+      text += name.text;
+      break;
+    }
   if (hasMicrobatch(kind))
     text += std::to_string(microbatch);
   return text;
+}
+
+namespace {
+
+/// The non-negative decimal number `text` is, if it is one that fits.
+std::optional<int> number(const std::string &text) {
+  if (text.empty() || text.size() > 9)
+    return std::nullopt;
+  int value = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9')
+      return std::nullopt;
+    value = value * 10 + (c - '0');
+  }
+  return value;
+}
+
+} // namespace
+
+std::optional<Action> parseAction(const std::string &text) {
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9')
+    ++digits;
+  std::optional<int> stage = number(text.substr(0, digits));
+  if (!stage)
+    return std::nullopt;
+  std::string rest = text.substr(digits);
+  for (const ActionName &name : kActionNames) {
+    std::string word = name.text;
+    if (rest.compare(0, word.size(), word) != 0)
+      continue;
+    std::string tail = rest.substr(word.size());
+    if (!hasMicrobatch(name.kind)) {
+      if (tail.empty())
+        return Action(name.kind, *stage, 0);
+      continue; // `W3` is BackwardWeight, listed before Weight
+    }
+    if (tail.empty() && name.kind == ActionKind::BackwardWeight)
+      continue;
+    std::optional<int> microbatch = number(tail);
+    if (!microbatch)
+      return std::nullopt;
+    return Action(name.kind, *stage, *microbatch);
+  }
+  return std::nullopt;
 }
 
 namespace {

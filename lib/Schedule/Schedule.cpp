@@ -1,8 +1,10 @@
-//===- Schedule.cpp - schedule actions, generators and parsing ------------===//
+//===- Schedule.cpp - actions, topologies, placements and the text form ---===//
 //
-// Actions and their text, topologies, the generators of the built-in
-// schedules, and the parser of schedules written out rank by rank. The
-// checker and the simulator are in ScheduleCheck.cpp.
+// Actions and their text, topologies, how stages are placed on ranks, the
+// communication added to compute-only action lists, and the parser of
+// schedules written out rank by rank. The generators are in Generators.cpp,
+// the CSV form in Csv.cpp, the checker in ScheduleCheck.cpp and the
+// simulator in Simulate.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,7 +12,6 @@
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
 
@@ -19,65 +20,29 @@ using llvm::StringRef;
 
 namespace {
 
-struct OpName {
-  Op op;
-  StringRef text;
-};
-// Longest spellings first so that `SEND_F` is not read as `S`...
-const OpName opNames[] = {
-    {Op::AllReduceTied, "ALLREDUCE_TIED"},
-    {Op::SendF, "SEND_F"},
-    {Op::RecvF, "RECV_F"},
-    {Op::SendB, "SEND_B"},
-    {Op::RecvB, "RECV_B"},
-    {Op::Step, "STEP"},
-    {Op::Weight, "W"},
-    {Op::Forward, "F"},
-    {Op::Backward, "B"},
-};
-
-StringRef opText(Op op) {
-  for (const OpName &name : opNames)
-    if (name.op == op)
-      return name.text;
-  return "?";
-}
-
 llvm::Error error(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
 } // namespace
 
-std::string Action::str() const {
-  std::string text = std::to_string(stage) + opText(op).str();
-  if (hasMicrobatch())
-    text += std::to_string(microbatch);
-  return text;
+std::string pippy::schedule::placementText(int numStages, int numRanks) {
+  auto count = [](int n, const char *noun) {
+    return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+  };
+  return count(numStages, "stage") + " on " + count(numRanks, "rank");
+}
+
+bool Action::isCompute() const {
+  return op == Op::Forward || op == Op::Backward || op == Op::BackwardInput ||
+         op == Op::BackwardWeight;
 }
 
 std::optional<Action> pippy::schedule::parseAction(StringRef text) {
-  size_t digits = 0;
-  while (digits < text.size() && llvm::isDigit(text[digits]))
-    ++digits;
-  if (digits == 0)
+  std::optional<exe::Action> a = exe::parseAction(text.str());
+  if (!a)
     return std::nullopt;
-  Action action{Op::Forward};
-  if (text.take_front(digits).getAsInteger(10, action.stage))
-    return std::nullopt;
-  StringRef rest = text.drop_front(digits);
-  for (const OpName &name : opNames) {
-    if (!rest.starts_with(name.text))
-      continue;
-    action.op = name.op;
-    StringRef mb = rest.drop_front(name.text.size());
-    if (!action.hasMicrobatch())
-      return mb.empty() ? std::optional<Action>(action) : std::nullopt;
-    if (mb.empty() || mb.getAsInteger(10, action.microbatch))
-      return std::nullopt;
-    return action;
-  }
-  return std::nullopt;
+  return Action{a->kind(), a->stage(), a->microbatch()};
 }
 
 Topology Topology::chain(int numStages) {
@@ -104,6 +69,46 @@ bool Topology::isTied(int stage) const {
   return false;
 }
 
+llvm::Expected<std::vector<int>>
+pippy::schedule::place(Placement placement, int numStages, int numRanks) {
+  if (numRanks < 1 || numStages < 1)
+    return error("a schedule needs at least one stage and one rank");
+  std::vector<int> rankOf(numStages);
+  switch (placement) {
+  case Placement::OnePerRank:
+    if (numStages != numRanks)
+      return error(placementText(numStages, numRanks) +
+                   ": this kind runs one stage per rank");
+    for (int s = 0; s < numStages; ++s)
+      rankOf[s] = s;
+    break;
+  case Placement::Loop:
+    if (numStages % numRanks != 0)
+      return error(placementText(numStages, numRanks) +
+                   ": this kind needs the same number of stages on every "
+                   "rank (a multiple of the ranks)");
+    for (int s = 0; s < numStages; ++s)
+      rankOf[s] = s % numRanks;
+    break;
+  case Placement::V:
+    if (numStages != 2 * numRanks)
+      return error(placementText(numStages, numRanks) +
+                   ": this kind needs exactly two stages per rank");
+    for (int s = 0; s < numStages; ++s)
+      rankOf[s] = s < numRanks ? s : 2 * numRanks - 1 - s;
+    break;
+  }
+  return rankOf;
+}
+
+std::vector<int> Schedule::stagesOf(int r) const {
+  std::vector<int> result;
+  for (size_t s = 0; s < stageRank.size(); ++s)
+    if (stageRank[s] == r)
+      result.push_back(static_cast<int>(s));
+  return result;
+}
+
 std::string Schedule::str() const {
   std::string text;
   for (size_t r = 0; r < ranks.size(); ++r) {
@@ -115,83 +120,95 @@ std::string Schedule::str() const {
   return text;
 }
 
-llvm::ArrayRef<StringRef> pippy::schedule::kinds() {
-  static const StringRef names[] = {"gpipe", "1f1b"};
-  return names;
+llvm::ArrayRef<Kind> pippy::schedule::kinds() {
+  static const Kind all[] = {
+      Kind::GPipe,     Kind::OneFOneB, Kind::Interleaved1F1B,
+      Kind::LoopedBFS, Kind::ZBH1,     Kind::ZB1P,
+      Kind::ZBV};
+  return all;
 }
 
-llvm::Expected<Schedule>
-pippy::schedule::generate(StringRef kind, const Topology &topo,
-                          int microbatches, bool training, bool splitBackward) {
-  if (!llvm::is_contained(kinds(), kind))
-    return error("unknown schedule '" + kind + "'; expected " +
-                 llvm::join(kinds(), " or "));
-  if (microbatches < 1)
-    return error("a schedule needs at least one micro-batch");
-  int S = topo.numStages, M = microbatches;
-  Schedule schedule;
-  schedule.kind = kind.str();
-  schedule.microbatches = M;
-  schedule.training = training;
-  for (int s = 0; s < S; ++s) {
-    std::vector<Action> list;
-    bool hasProducers = !topo.producers[s].empty();
-    bool hasConsumers = !topo.consumers(s).empty();
-    auto forward = [&](int m) {
-      if (hasProducers)
-        list.push_back({Op::RecvF, s, m});
-      list.push_back({Op::Forward, s, m});
-      if (hasConsumers)
-        list.push_back({Op::SendF, s, m});
-    };
-    auto backward = [&](int m) {
-      if (hasConsumers)
-        list.push_back({Op::RecvB, s, m});
-      list.push_back({Op::Backward, s, m});
-      if (hasProducers)
-        list.push_back({Op::SendB, s, m});
-    };
-    int f = 0, b = 0;
-    if (!training || kind == "gpipe") {
-      while (f < M)
-        forward(f++);
-    } else {
-      // 1F1B: stage s runs S-1-s forwards ahead, so the last stage
-      // alternates from the start and stage s holds at most S-s
-      // micro-batches in flight.
-      for (int warmup = std::min(S - 1 - s, M); f < warmup;)
-        forward(f++);
-      while (f < M) {
-        forward(f++);
-        backward(b++);
-      }
-    }
-    if (training) {
-      // A split backward's first stage waits longest for the last
-      // micro-batch's gradient (every other stage's backward comes first):
-      // it computes the weight gradients of the others meanwhile.
-      bool fillWithW = splitBackward && kind == "1f1b" && !hasProducers &&
-                       hasConsumers && M > 1;
-      while (b < M) {
-        if (fillWithW && b == M - 1)
-          list.push_back({Op::Weight, s, 0});
-        backward(b++);
-      }
-      if (topo.isTied(s))
-        list.push_back({Op::AllReduceTied, s, 0});
-      list.push_back({Op::Step, s, 0});
-    }
-    schedule.ranks.push_back(std::move(list));
+Placement pippy::schedule::placementOf(Kind kind) {
+  switch (kind) {
+  case Kind::Interleaved1F1B:
+  case Kind::LoopedBFS:
+  case Kind::ZB1P:
+    return Placement::Loop;
+  case Kind::ZBV:
+  case Kind::DualPipeV:
+    return Placement::V;
+  default:
+    return Placement::OnePerRank;
   }
-  return schedule;
 }
 
-llvm::Expected<Schedule>
-pippy::schedule::parse(StringRef text, int microbatches, bool training) {
+std::string pippy::schedule::kindName(Kind kind) {
+  return exe::scheduleKindText(kind);
+}
+
+llvm::Expected<Kind> pippy::schedule::parseKind(StringRef name) {
+  std::optional<Kind> kind = exe::parseScheduleKind(name.str());
+  if (kind && llvm::is_contained(kinds(), *kind))
+    return *kind;
+  std::vector<std::string> names;
+  for (Kind k : kinds())
+    names.push_back(kindName(k));
+  return error("unknown schedule '" + name + "'; expected one of " +
+               llvm::join(names, ", "));
+}
+
+namespace {
+
+/// Whether `stage` has a peer on another rank among `peers`.
+bool anyRemote(const Schedule &schedule, int stage,
+               const std::vector<int> &peers) {
+  return llvm::any_of(peers, [&](int p) {
+    return schedule.stageRank[p] != schedule.stageRank[stage];
+  });
+}
+
+} // namespace
+
+void pippy::schedule::addCommunication(Schedule &schedule,
+                                       const Topology &topo) {
+  for (int r = 0; r < schedule.numRanks(); ++r) {
+    std::vector<Action> list;
+    for (const Action &a : schedule.ranks[r]) {
+      int s = a.stage, m = a.microbatch;
+      bool remoteIn = anyRemote(schedule, s, topo.producers[s]);
+      bool remoteOut = anyRemote(schedule, s, topo.consumers(s));
+      bool gradient = a.op == Op::Backward || a.op == Op::BackwardInput;
+      if (a.op == Op::Forward && remoteIn)
+        list.push_back({Op::RecvF, s, m});
+      if (gradient && remoteOut)
+        list.push_back({Op::RecvB, s, m});
+      list.push_back(a);
+      if (a.op == Op::Forward && remoteOut)
+        list.push_back({Op::SendF, s, m});
+      if (gradient && remoteIn)
+        list.push_back({Op::SendB, s, m});
+    }
+    if (schedule.training) {
+      // One ALLREDUCE_TIED sums every tied group the rank holds a stage of.
+      for (int s : schedule.stagesOf(r))
+        if (topo.isTied(s)) {
+          list.push_back({Op::AllReduceTied, s, 0});
+          break;
+        }
+      for (int s : schedule.stagesOf(r))
+        list.push_back({Op::Step, s, 0});
+    }
+    schedule.ranks[r] = std::move(list);
+  }
+}
+
+llvm::Expected<Schedule> pippy::schedule::parse(StringRef text, int numStages,
+                                                int microbatches,
+                                                bool training) {
   Schedule schedule;
-  schedule.kind = "custom";
   schedule.microbatches = microbatches;
   schedule.training = training;
+  schedule.stageRank.assign(numStages, -1);
   llvm::SmallVector<StringRef> lines;
   text.split(lines, '\n', -1, /*KeepEmpty=*/false);
   for (StringRef line : lines) {
@@ -201,9 +218,9 @@ pippy::schedule::parse(StringRef text, int microbatches, bool training) {
     auto [head, rest] = line.split(':');
     int rank;
     if (!head.consume_front("rank") || head.getAsInteger(10, rank) ||
-        rank != static_cast<int>(schedule.ranks.size()))
+        rank != schedule.numRanks())
       return error("schedule line '" + line + "' must start with rank" +
-                   llvm::Twine(schedule.ranks.size()) + ":");
+                   llvm::Twine(schedule.numRanks()) + ":");
     std::vector<Action> list;
     llvm::SmallVector<StringRef> words;
     rest.split(words, ' ', -1, /*KeepEmpty=*/false);
@@ -212,9 +229,24 @@ pippy::schedule::parse(StringRef text, int microbatches, bool training) {
       if (!action)
         return error("rank" + llvm::Twine(rank) + ": '" + word +
                      "' is not an action (expected e.g. 1F2, 0SEND_B3, 0STEP)");
+      if (action->stage < 0 || action->stage >= numStages)
+        return error("rank" + llvm::Twine(rank) + ": " + word +
+                     " names stage " + llvm::Twine(action->stage) +
+                     "; the pipeline has stages 0.." +
+                     llvm::Twine(numStages - 1));
+      int &holder = schedule.stageRank[action->stage];
+      if (holder >= 0 && holder != rank)
+        return error("stage " + llvm::Twine(action->stage) +
+                     " has actions on rank" + llvm::Twine(holder) +
+                     " and rank" + llvm::Twine(rank) +
+                     "; a stage runs on one rank");
+      holder = rank;
       list.push_back(*action);
     }
     schedule.ranks.push_back(std::move(list));
   }
+  for (int s = 0; s < numStages; ++s)
+    if (schedule.stageRank[s] < 0)
+      return error("no rank runs stage " + llvm::Twine(s));
   return schedule;
 }

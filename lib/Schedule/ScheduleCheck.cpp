@@ -2,13 +2,14 @@
 //
 // `check` runs the per-rank rules on each action list, then simulates the
 // schedule tick by tick to find deadlocks and messages never received.
-// `simulate` runs it with per-stage costs for the makespan and the bubble.
 //
 //===----------------------------------------------------------------------===//
 
 #include "pippy/Schedule/Schedule.h"
 
+#include "Peers.h"
 #include "llvm/ADT/STLExtras.h"
+
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -57,33 +58,45 @@ std::string renderGrid(const Grid &grid) {
 }
 
 /// The per-rank rules every action list must satisfy, checked before the
-/// simulation: each micro-batch is forwarded (and backwarded) once, and each
-/// action comes after the ones it depends on.
+/// simulation: each micro-batch is forwarded (and backwarded) once on each
+/// stage the rank holds, and each action comes after the ones it depends
+/// on, local hand-overs included.
 class RankChecker {
 public:
-  RankChecker(const Schedule &schedule, const Topology &topo, int r)
-      : schedule(schedule), topo(topo), r(r), list(schedule.ranks[r]),
-        M(schedule.microbatches), hasProducers(!topo.producers[r].empty()),
-        hasConsumers(!topo.consumers(r).empty()) {}
+  RankChecker(const Schedule &schedule, const Topology &topo,
+              const Peers &peers, int r)
+      : schedule(schedule), topo(topo), peers(peers), r(r),
+        list(schedule.ranks[r]), M(schedule.microbatches) {}
 
   llvm::Error check();
 
 private:
+  using Key = std::tuple<Op, int, int>; ///< op, stage, micro-batch
   std::string where(size_t i) const;
   llvm::Error checkAllowed(size_t i) const;
   llvm::Error checkOrder(size_t i) const;
-  llvm::Error requireBefore(size_t i, Op op, int m) const;
-  llvm::Error checkComplete();
-  llvm::Error missing(Op op, int m) const;
+  llvm::Error requireBefore(size_t i, Op op, int stage, int m) const;
+  llvm::Error requireBackwardBefore(size_t i, int stage, int m) const;
+  llvm::Error requireGradientsBefore(size_t i, int stage) const;
+  llvm::Error checkComplete(int stage) const;
+  llvm::Error checkStepsLast() const;
+  llvm::Error missing(Op op, int stage, int m) const;
+  bool has(Op op, int stage, int m) const {
+    return position.count({op, stage, m}) > 0;
+  }
+  bool allReducedBefore() const {
+    return llvm::any_of(position, [](const auto &entry) {
+      return std::get<0>(entry.first) == Op::AllReduceTied;
+    });
+  }
 
   const Schedule &schedule;
   const Topology &topo;
+  const Peers &peers;
   int r;
   const std::vector<Action> &list;
   int M;
-  bool hasProducers;
-  bool hasConsumers;
-  std::map<std::pair<Op, int>, int> position;
+  std::map<Key, int> position;
 };
 
 llvm::Error RankChecker::check() {
@@ -91,16 +104,31 @@ llvm::Error RankChecker::check() {
     if (llvm::Error err = checkAllowed(i))
       return err;
     const Action &a = list[i];
-    auto key = std::make_pair(a.op, a.hasMicrobatch() ? a.microbatch : 0);
     if (a.op == Op::Weight)
       continue; // any number, anywhere before STEP
+    Key key{a.op, a.stage, a.hasMicrobatch() ? a.microbatch : 0};
     if (position.count(key))
       return error("action " + a.str() + " appears twice\n" + where(i));
+    if (a.op == Op::AllReduceTied && allReducedBefore())
+      return error("rank" + llvm::Twine(r) +
+                   " has two ALLREDUCE_TIED; one sums every tied group it "
+                   "holds\n" +
+                   where(i));
+    Op other = a.op == Op::Backward ? Op::BackwardInput : Op::Backward;
+    if ((a.op == Op::Backward || a.op == Op::BackwardInput) &&
+        has(other, a.stage, a.microbatch))
+      return error("action " + a.str() + ": micro-batch " +
+                   llvm::Twine(a.microbatch) + " of stage " +
+                   llvm::Twine(a.stage) +
+                   " is backwarded both whole (B) and split (I)\n" + where(i));
     position[key] = static_cast<int>(i);
     if (llvm::Error err = checkOrder(i))
       return err;
   }
-  return checkComplete();
+  for (int s : schedule.stagesOf(r))
+    if (llvm::Error err = checkComplete(s))
+      return err;
+  return checkStepsLast();
 }
 
 /// The rank's actions with the `i`th marked.
@@ -114,26 +142,31 @@ std::string RankChecker::where(size_t i) const {
 /// Whether action `i` may appear on this rank at all.
 llvm::Error RankChecker::checkAllowed(size_t i) const {
   const Action &a = list[i];
-  if (a.stage != r)
+  int s = a.stage;
+  if (s < 0 || s >= topo.numStages)
+    return error("action " + a.str() + " names a stage outside 0.." +
+                 llvm::Twine(topo.numStages - 1) + "\n" + where(i));
+  if (schedule.stageRank[s] != r)
     return error("action " + a.str() + " is on rank " + llvm::Twine(r) +
-                 ", which runs stage " + llvm::Twine(r) + "\n" + where(i));
+                 ", but stage " + llvm::Twine(s) + " is on rank " +
+                 llvm::Twine(schedule.stageRank[s]) + "\n" + where(i));
   if (a.hasMicrobatch() && (a.microbatch < 0 || a.microbatch >= M))
     return error("action " + a.str() + " names a micro-batch outside 0.." +
                  llvm::Twine(M - 1) + "\n" + where(i));
-  bool backwardOnly = a.op == Op::Backward || a.op == Op::SendB ||
-                      a.op == Op::RecvB || a.op == Op::AllReduceTied ||
-                      a.op == Op::Step || a.op == Op::Weight;
-  if (!schedule.training && backwardOnly)
+  if (!schedule.training && a.op != Op::Forward && a.op != Op::SendF &&
+      a.op != Op::RecvF)
     return error("action " + a.str() + " in a forward-only schedule\n" +
                  where(i));
-  if ((a.op == Op::RecvF || a.op == Op::SendB) && !hasProducers)
-    return error("action " + a.str() + ": stage " + llvm::Twine(r) +
-                 " receives no activations\n" + where(i));
-  if ((a.op == Op::SendF || a.op == Op::RecvB) && !hasConsumers)
-    return error("action " + a.str() + ": stage " + llvm::Twine(r) +
-                 " sends no activations\n" + where(i));
-  if (a.op == Op::AllReduceTied && !topo.isTied(r))
-    return error("action " + a.str() + ": stage " + llvm::Twine(r) +
+  bool fromRemote = a.op == Op::RecvF || a.op == Op::SendB;
+  if (fromRemote && peers.remoteIn[s].empty())
+    return error("action " + a.str() + ": stage " + llvm::Twine(s) +
+                 " receives no activations from another rank\n" + where(i));
+  bool toRemote = a.op == Op::SendF || a.op == Op::RecvB;
+  if (toRemote && peers.remoteOut[s].empty())
+    return error("action " + a.str() + ": stage " + llvm::Twine(s) +
+                 " sends no activations to another rank\n" + where(i));
+  if (a.op == Op::AllReduceTied && !topo.isTied(s))
+    return error("action " + a.str() + ": stage " + llvm::Twine(s) +
                  " has no tied weights\n" + where(i));
   return llvm::Error::success();
 }
@@ -141,30 +174,45 @@ llvm::Error RankChecker::checkAllowed(size_t i) const {
 /// Whether action `i` comes after the actions it depends on.
 llvm::Error RankChecker::checkOrder(size_t i) const {
   const Action &a = list[i];
-  int m = a.microbatch;
+  int s = a.stage, m = a.microbatch;
   llvm::Error err = llvm::Error::success();
   switch (a.op) {
   case Op::Forward:
-    if (hasProducers)
-      err = requireBefore(i, Op::RecvF, m);
+    if (!peers.remoteIn[s].empty())
+      err = requireBefore(i, Op::RecvF, s, m);
+    for (int p : peers.localIn[s])
+      if (!err)
+        err = requireBefore(i, Op::Forward, p, m);
     break;
   case Op::SendF:
-    err = requireBefore(i, Op::Forward, m);
+    err = requireBefore(i, Op::Forward, s, m);
     break;
   case Op::Backward:
-    err = requireBefore(i, Op::Forward, m);
-    if (!err && hasConsumers)
-      err = requireBefore(i, Op::RecvB, m);
+  case Op::BackwardInput:
+    err = requireBefore(i, Op::Forward, s, m);
+    if (!err && !peers.remoteOut[s].empty())
+      err = requireBefore(i, Op::RecvB, s, m);
+    for (int c : peers.localOut[s])
+      if (!err)
+        err = requireBackwardBefore(i, c, m);
+    break;
+  case Op::BackwardWeight:
+    err = requireBefore(i, Op::BackwardInput, s, m);
     break;
   case Op::SendB:
-    err = requireBefore(i, Op::Backward, m);
+    err = requireBackwardBefore(i, s, m);
     break;
   case Op::AllReduceTied:
+    for (int t : schedule.stagesOf(r))
+      if (!err && topo.isTied(t))
+        err = requireGradientsBefore(i, t);
+    break;
   case Op::Step:
-    for (int k = 0; k < M && !err; ++k)
-      err = requireBefore(i, Op::Backward, k);
-    if (!err && a.op == Op::Step && topo.isTied(r))
-      err = requireBefore(i, Op::AllReduceTied, 0);
+    err = requireGradientsBefore(i, s);
+    if (!err && topo.isTied(s) && !allReducedBefore())
+      err = error("action " + a.str() +
+                  " comes before this rank's ALLREDUCE_TIED, which it needs\n" +
+                  where(i));
     break;
   default:
     break;
@@ -172,70 +220,100 @@ llvm::Error RankChecker::checkOrder(size_t i) const {
   return err;
 }
 
-llvm::Error RankChecker::requireBefore(size_t i, Op op, int m) const {
-  auto it = position.find({op, m});
-  if (it != position.end())
+llvm::Error RankChecker::requireBefore(size_t i, Op op, int stage,
+                                       int m) const {
+  if (has(op, stage, m))
     return llvm::Error::success();
   return error("action " + list[i].str() + " comes before " +
-               Action{op, r, m}.str() + ", which it needs\n" + where(i));
+               Action{op, stage, m}.str() + ", which it needs\n" + where(i));
 }
 
-/// Whether every micro-batch runs all it must on this rank, and STEP ends.
-llvm::Error RankChecker::checkComplete() {
+/// Requires micro-batch `m`'s input gradients of `stage` (B or I).
+llvm::Error RankChecker::requireBackwardBefore(size_t i, int stage,
+                                               int m) const {
+  if (has(Op::BackwardInput, stage, m))
+    return llvm::Error::success();
+  return requireBefore(i, Op::Backward, stage, m);
+}
+
+/// Requires every micro-batch's weight gradients of `stage` (B, or I and W).
+llvm::Error RankChecker::requireGradientsBefore(size_t i, int stage) const {
   for (int m = 0; m < M; ++m) {
-    std::vector<Op> needed = {Op::Forward};
-    if (hasProducers)
-      needed.push_back(Op::RecvF);
-    if (hasConsumers)
-      needed.push_back(Op::SendF);
-    if (schedule.training) {
-      needed.push_back(Op::Backward);
-      if (hasProducers)
-        needed.push_back(Op::SendB);
-      if (hasConsumers)
-        needed.push_back(Op::RecvB);
-    }
-    for (Op op : needed)
-      if (!position.count({op, m}))
-        return missing(op, m);
-  }
-  if (schedule.training) {
-    if (topo.isTied(r) && !position.count({Op::AllReduceTied, 0}))
-      return missing(Op::AllReduceTied, 0);
-    if (!position.count({Op::Step, 0}))
-      return missing(Op::Step, 0);
-    if (list.back().op != Op::Step)
-      return error("rank" + llvm::Twine(r) +
-                   ": STEP must be the last action\n" +
-                   where(position[{Op::Step, 0}]));
+    Op op =
+        has(Op::BackwardInput, stage, m) ? Op::BackwardWeight : Op::Backward;
+    if (llvm::Error err = requireBefore(i, op, stage, m))
+      return err;
   }
   return llvm::Error::success();
 }
 
-llvm::Error RankChecker::missing(Op op, int m) const {
+/// Whether every micro-batch runs all it must on `stage`, and it steps.
+llvm::Error RankChecker::checkComplete(int s) const {
+  bool remoteIn = !peers.remoteIn[s].empty();
+  bool remoteOut = !peers.remoteOut[s].empty();
+  for (int m = 0; m < M; ++m) {
+    std::vector<Op> needed = {Op::Forward};
+    if (remoteIn)
+      needed.push_back(Op::RecvF);
+    if (remoteOut)
+      needed.push_back(Op::SendF);
+    if (schedule.training) {
+      if (has(Op::BackwardInput, s, m))
+        needed.push_back(Op::BackwardWeight);
+      else
+        needed.push_back(Op::Backward);
+      if (remoteIn)
+        needed.push_back(Op::SendB);
+      if (remoteOut)
+        needed.push_back(Op::RecvB);
+    }
+    for (Op op : needed)
+      if (!has(op, s, m))
+        return missing(op, s, m);
+  }
+  if (!schedule.training)
+    return llvm::Error::success();
+  if (topo.isTied(s) && llvm::none_of(list, [](const Action &a) {
+        return a.op == Op::AllReduceTied;
+      }))
+    return missing(Op::AllReduceTied, s, 0);
+  if (!has(Op::Step, s, 0))
+    return missing(Op::Step, s, 0);
+  return llvm::Error::success();
+}
+
+/// Whether the rank's STEPs end its list: nothing of the step may follow.
+llvm::Error RankChecker::checkStepsLast() const {
+  bool stepped = false;
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (list[i].op == Op::Step)
+      stepped = true;
+    else if (stepped)
+      return error("rank" + llvm::Twine(r) + ": " + list[i].str() +
+                   " comes after a STEP; the STEPs must be the last "
+                   "actions\n" +
+                   where(i));
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error RankChecker::missing(Op op, int stage, int m) const {
   return error("rank" + llvm::Twine(r) + " never runs " +
-               Action{op, r, m}.str() + "\n" + where(list.size()));
+               Action{op, stage, m}.str() + "\n" + where(list.size()));
 }
 
 /// Message in flight: (kind, from stage, to stage, micro-batch).
 using Message = std::tuple<Op, int, int, int>;
 
-/// Stages whose ALLREDUCE_TIED must meet rank r's.
-std::set<int> collectivePeers(const Topology &topo, int r) {
-  std::set<int> peers;
-  for (const std::vector<int> &group : topo.tiedGroups)
-    if (llvm::is_contained(group, r))
-      peers.insert(group.begin(), group.end());
-  return peers;
-}
-
 /// The simulation of `check`, in ticks: at each tick every rank whose next
 /// action can run runs it. Sends never block; a receive waits for the sends
-/// of every peer; ALLREDUCE_TIED waits until its group has reached it.
+/// of every remote peer; ALLREDUCE_TIED waits until every rank it meets
+/// has reached its own.
 class TickSimulation {
 public:
-  TickSimulation(const Schedule &schedule, const Topology &topo)
-      : schedule(schedule), topo(topo), S(topo.numStages), pc(S, 0), grid(S) {}
+  TickSimulation(const Schedule &schedule, const Peers &peers)
+      : schedule(schedule), peers(peers), R(schedule.numRanks()), pc(R, 0),
+        grid(R) {}
 
   llvm::Error run();
 
@@ -245,8 +323,8 @@ private:
   llvm::Error deadlock();
 
   const Schedule &schedule;
-  const Topology &topo;
-  int S;
+  const Peers &peers;
+  int R;
   std::vector<size_t> pc;
   std::multiset<Message> inFlight;
   Grid grid;
@@ -256,7 +334,7 @@ llvm::Error TickSimulation::run() {
   for (;;) {
     std::vector<int> runnable;
     bool done = true;
-    for (int r = 0; r < S; ++r) {
+    for (int r = 0; r < R; ++r) {
       if (pc[r] >= schedule.ranks[r].size())
         continue;
       done = false;
@@ -267,7 +345,7 @@ llvm::Error TickSimulation::run() {
       break;
     if (runnable.empty())
       return deadlock();
-    for (int r = 0; r < S; ++r)
+    for (int r = 0; r < R; ++r)
       if (!llvm::is_contained(runnable, r))
         grid[r].push_back("");
     for (int r : runnable)
@@ -285,22 +363,25 @@ llvm::Error TickSimulation::run() {
 /// Whether rank `r`'s next action can run now.
 bool TickSimulation::ready(int r) const {
   const Action &a = schedule.ranks[r][pc[r]];
+  int s = a.stage;
   switch (a.op) {
   case Op::RecvF:
-    return llvm::all_of(topo.producers[r], [&](int p) {
-      return inFlight.count({Op::SendF, p, r, a.microbatch}) > 0;
+    return llvm::all_of(peers.remoteIn[s], [&](int p) {
+      return inFlight.count({Op::SendF, p, s, a.microbatch}) > 0;
     });
   case Op::RecvB:
-    return llvm::all_of(topo.consumers(r), [&](int c) {
-      return inFlight.count({Op::SendB, c, r, a.microbatch}) > 0;
+    return llvm::all_of(peers.remoteOut[s], [&](int c) {
+      return inFlight.count({Op::SendB, c, s, a.microbatch}) > 0;
     });
   case Op::AllReduceTied:
-    for (int p : collectivePeers(topo, r)) {
-      bool there = pc[p] < schedule.ranks[p].size() &&
-                   schedule.ranks[p][pc[p]].op == Op::AllReduceTied;
-      bool past = llvm::any_of(
-          llvm::ArrayRef(schedule.ranks[p]).take_front(pc[p]),
-          [](const Action &x) { return x.op == Op::AllReduceTied; });
+    for (int p : peers.tiedRanks[r]) {
+      const std::vector<Action> &other = schedule.ranks[p];
+      auto isAllReduce = [](const Action &x) {
+        return x.op == Op::AllReduceTied;
+      };
+      bool there = pc[p] < other.size() && isAllReduce(other[pc[p]]);
+      bool past =
+          llvm::any_of(llvm::ArrayRef(other).take_front(pc[p]), isAllReduce);
       if (!there && !past)
         return false;
     }
@@ -314,25 +395,25 @@ bool TickSimulation::ready(int r) const {
 void TickSimulation::advance(int r) {
   const Action &a = schedule.ranks[r][pc[r]++];
   grid[r].push_back(a.str());
-  int m = a.microbatch;
+  int s = a.stage, m = a.microbatch;
   if (a.op == Op::SendF)
-    for (int c : topo.consumers(r))
-      inFlight.insert({Op::SendF, r, c, m});
+    for (int c : peers.remoteOut[s])
+      inFlight.insert({Op::SendF, s, c, m});
   if (a.op == Op::SendB)
-    for (int p : topo.producers[r])
-      inFlight.insert({Op::SendB, r, p, m});
+    for (int p : peers.remoteIn[s])
+      inFlight.insert({Op::SendB, s, p, m});
   if (a.op == Op::RecvF)
-    for (int p : topo.producers[r])
-      inFlight.erase(inFlight.find({Op::SendF, p, r, m}));
+    for (int p : peers.remoteIn[s])
+      inFlight.erase(inFlight.find({Op::SendF, p, s, m}));
   if (a.op == Op::RecvB)
-    for (int c : topo.consumers(r))
-      inFlight.erase(inFlight.find({Op::SendB, c, r, m}));
+    for (int c : peers.remoteOut[s])
+      inFlight.erase(inFlight.find({Op::SendB, c, s, m}));
 }
 
 /// The error when no rank can move, with where each is stuck.
 llvm::Error TickSimulation::deadlock() {
   std::string reason;
-  for (int r = 0; r < S; ++r) {
+  for (int r = 0; r < R; ++r) {
     if (pc[r] >= schedule.ranks[r].size())
       continue;
     const Action &a = schedule.ranks[r][pc[r]];
@@ -348,93 +429,22 @@ llvm::Error TickSimulation::deadlock() {
 llvm::Error pippy::schedule::check(const Schedule &schedule,
                                    const Topology &topo) {
   int S = topo.numStages;
-  if (static_cast<int>(schedule.ranks.size()) != S)
-    return error("the schedule has " + llvm::Twine(schedule.ranks.size()) +
-                 " ranks but the pipeline has " + llvm::Twine(S) +
-                 " stages (one stage per rank)");
-  for (int r = 0; r < S; ++r)
-    if (llvm::Error err = RankChecker(schedule, topo, r).check())
+  if (static_cast<int>(schedule.stageRank.size()) != S)
+    return error("the schedule places " +
+                 llvm::Twine(schedule.stageRank.size()) +
+                 " stages but the pipeline has " + llvm::Twine(S));
+  for (int s = 0; s < S; ++s)
+    if (schedule.stageRank[s] < 0 ||
+        schedule.stageRank[s] >= schedule.numRanks())
+      return error("stage " + llvm::Twine(s) + " is placed on rank " +
+                   llvm::Twine(schedule.stageRank[s]) + " of " +
+                   llvm::Twine(schedule.numRanks()));
+  for (int r = 0; r < schedule.numRanks(); ++r)
+    if (schedule.stagesOf(r).empty())
+      return error("rank" + llvm::Twine(r) + " holds no stage");
+  Peers peers(schedule, topo);
+  for (int r = 0; r < schedule.numRanks(); ++r)
+    if (llvm::Error err = RankChecker(schedule, topo, peers, r).check())
       return err;
-  return TickSimulation(schedule, topo).run();
-}
-
-Simulation pippy::schedule::simulate(const Schedule &schedule,
-                                     const Topology &topo,
-                                     llvm::ArrayRef<double> forwardCost,
-                                     llvm::ArrayRef<double> backwardCost,
-                                     double transferCost) {
-  int S = topo.numStages;
-  Simulation sim;
-  sim.busy.assign(S, 0);
-  sim.peakInflight.assign(S, 0);
-  std::vector<size_t> pc(S, 0);
-  std::vector<double> clock(S, 0);
-  std::vector<int> inflight(S, 0);
-  std::map<Message, double> arrival;
-  std::map<int, double> collectiveArrival; // rank -> time it reached it
-  bool progress = true;
-  while (progress) {
-    progress = false;
-    for (int r = 0; r < S; ++r) {
-      while (pc[r] < schedule.ranks[r].size()) {
-        const Action &a = schedule.ranks[r][pc[r]];
-        int m = a.microbatch;
-        double start = clock[r];
-        bool blocked = false;
-        auto await = [&](Op op, const std::vector<int> &peers) {
-          for (int p : peers) {
-            auto it = arrival.find({op, p, r, m});
-            if (it == arrival.end()) {
-              blocked = true;
-              return;
-            }
-            start = std::max(start, it->second);
-          }
-        };
-        if (a.op == Op::RecvF)
-          await(Op::SendF, topo.producers[r]);
-        else if (a.op == Op::RecvB)
-          await(Op::SendB, topo.consumers(r));
-        else if (a.op == Op::AllReduceTied) {
-          collectiveArrival.emplace(r, clock[r]);
-          for (int p : collectivePeers(topo, r)) {
-            auto it = collectiveArrival.find(p);
-            if (it == collectiveArrival.end()) {
-              blocked = true;
-              break;
-            }
-            start = std::max(start, it->second);
-          }
-        }
-        if (blocked)
-          break;
-        double cost = 0;
-        if (a.op == Op::Forward) {
-          cost = forwardCost[r];
-          sim.peakInflight[r] = std::max(sim.peakInflight[r], ++inflight[r]);
-        } else if (a.op == Op::Backward) {
-          cost = backwardCost[r];
-          --inflight[r];
-        } else if (a.op == Op::SendF) {
-          for (int c : topo.consumers(r))
-            arrival[{Op::SendF, r, c, m}] = start + transferCost;
-        } else if (a.op == Op::SendB) {
-          for (int p : topo.producers[r])
-            arrival[{Op::SendB, r, p, m}] = start + transferCost;
-        }
-        sim.busy[r] += cost;
-        clock[r] = start + cost;
-        ++pc[r];
-        progress = true;
-      }
-    }
-  }
-  double total = 0;
-  for (int r = 0; r < S; ++r) {
-    sim.makespan = std::max(sim.makespan, clock[r]);
-    total += sim.busy[r];
-  }
-  if (sim.makespan > 0)
-    sim.bubbleFraction = 1 - total / (S * sim.makespan);
-  return sim;
+  return TickSimulation(schedule, peers).run();
 }

@@ -51,7 +51,7 @@ TEST(TraceFormat, MergesRanksIntoOneChromeTrace) {
   std::vector<std::string> parts = {
       pippy::rt::traceEventsJson(0, {{"0F0", 0.0, 10.0}, {"0B0", 30.0, 20.0}}),
       pippy::rt::traceEventsJson(1, {{"1F0", 12.0, 8.0}})};
-  json trace = json::parse(pippy::rt::mergeTrace(parts, {0, 1}));
+  json trace = json::parse(pippy::rt::mergeTrace(parts, {{0, 3}, {1, 2}}));
   int complete = 0;
   for (const json &event : trace["traceEvents"]) {
     if (event["ph"] != "X")
@@ -64,7 +64,8 @@ TEST(TraceFormat, MergesRanksIntoOneChromeTrace) {
     }
   }
   EXPECT_EQ(complete, 3);
-  EXPECT_THROW(pippy::rt::mergeTrace({"{not json", parts[1]}, {0, 1}),
+  EXPECT_EQ(trace["traceEvents"][0]["args"]["name"], "rank 0 (stages 0, 3)");
+  EXPECT_THROW(pippy::rt::mergeTrace({"{not json", parts[1]}, {{0}, {1}}),
                pippy::RuntimeError);
 }
 
@@ -147,8 +148,8 @@ TEST(RunOptions, RefusesBadValuesWithOneLine) {
   std::string message;
   EXPECT_FALSE(parse({"exe/", "--schedule", "zigzag"}, message));
   EXPECT_EQ(message,
-            "pippy-run: error: unknown --schedule 'zigzag'; expected gpipe "
-            "or 1f1b\n");
+            "pippy-run: error: unknown --schedule 'zigzag'; expected gpipe, "
+            "1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb1p or zbv\n");
   EXPECT_FALSE(parse({"exe/", "--microbatches", "0"}, message));
   EXPECT_NE(message.find("--microbatches"), std::string::npos) << message;
   EXPECT_FALSE(parse({"exe/", "--backend", "mpi"}, message));

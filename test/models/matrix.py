@@ -25,7 +25,12 @@ SOURCES = ("pt", "torch-mlir", "torchvision", "torchtext", "torchaudio")
 KINDS = ("standard", "wide", "full")
 RELAYED = "skips=relay tied=transmit"
 
-Row = collections.namedtuple("Row", "source kind seeded points")
+Row = collections.namedtuple("Row", "source kind seeded points schedules")
+# `schedules`: 4 stages on 2 ranks with each kind that places several stages
+# on a rank, and zero-bubble H1 on 4.
+MULTI_STAGE = [(2, kind, "stages=4") for kind in
+               ("interleaved-1f1b", "looped-bfs", "zb1p", "zbv")] + [
+    (4, "zb-h1", "stages=4")]
 
 
 def parse_row(words):
@@ -33,9 +38,11 @@ def parse_row(words):
     `seeded` is False, True, or the learning rate of `seeded=LR`."""
     if len(words) < 2 or words[0] not in SOURCES or words[1] not in KINDS:
         return None
-    seeded, points = False, None
+    seeded, points, schedules = False, None, False
     for extra in words[2:]:
-        if extra == "seeded" and not seeded:
+        if extra == "schedules" and not schedules:
+            schedules = True
+        elif extra == "seeded" and not seeded:
             seeded = True
         elif extra.startswith("seeded=") and not seeded:
             try:
@@ -46,7 +53,7 @@ def parse_row(words):
             points = extra[len("points="):]
         else:
             return None
-    return Row(words[0], words[1], seeded, points)
+    return Row(words[0], words[1], seeded, points, schedules)
 
 
 def read_table(path=TABLE):
@@ -59,7 +66,8 @@ def read_table(path=TABLE):
         row = parse_row(words[1:])
         if row is None or words[0] in table:
             sys.exit(f"{path}:{number}: expected 'MODEL {'|'.join(SOURCES)} "
-                     f"{'|'.join(KINDS)} [seeded[=LR]] [points=A,B]' once per "
+                     f"{'|'.join(KINDS)} [seeded[=LR]] [points=A,B] [schedules]' "
+                     f"once per "
                      f"model, got {line.strip()!r}")
         table[words[0]] = row
     return table
@@ -79,7 +87,8 @@ def generate(name, source, work, flags=()):
 def cells(row):
     """(ranks, schedule, split options) of one model's matrix: `full` adds
     the unsplit graph on one rank, `points=` a split at those modules on as
-    many ranks as it makes stages, with 1F1B."""
+    many ranks as it makes stages, with 1F1B, `schedules` the kinds that
+    hold several stages per rank and zb-h1."""
     out = [(1, "1f1b", None)] if row.kind == "full" else []
     for n in (2, 4):
         pairs = [("gpipe", RELAYED), ("1f1b", "")]
@@ -89,6 +98,8 @@ def cells(row):
                 for schedule, extra in pairs]
     if row.points:
         out.append((row.points.count(",") + 2, "1f1b", row.points))
+    if row.schedules:
+        out += MULTI_STAGE
     return out
 
 

@@ -28,6 +28,15 @@ inline constexpr uint32_t kFormatVersion = 2;
 
 /// The file name of rank `rank`'s executable in a folder: `rank0.pipx`.
 std::string rankFileName(int rank);
+/// The schedule in torch.distributed.pipelining's CSV form, beside the
+/// executables of a folder.
+inline constexpr const char *kScheduleFileName = "schedule.csv";
+/// Writes each rank's executable into `dir` (created if needed) as
+/// rank<R>.pipx, and the schedule as schedule.csv, each atomically, and
+/// removes the executables of a larger world written there before; an
+/// error message, or empty on success.
+std::string writeFolder(const std::vector<std::string> &ranks,
+                        const std::string &scheduleCsv, const std::string &dir);
 
 /// Checks that `data` holds a stage executable of kFormatVersion whose every
 /// index, enum and size is in range, so that a reader can follow them
@@ -44,12 +53,16 @@ std::string dtypeText(DType dtype);
 std::string specText(const TensorSpec &spec);
 
 /// The action text form: `1F2` (stage 1, forward of micro-batch 2),
-/// `0SEND_B3`, `0W`, `0ALLREDUCE_TIED`, `0STEP`.
+/// `0SEND_B3`, `2I0`, `2W0`, `0W`, `0ALLREDUCE_TIED`, `0STEP`.
 std::string actionText(ActionKind kind, int stage, int microbatch);
 inline std::string actionText(const Action &action) {
   return actionText(action.kind(), action.stage(), action.microbatch());
 }
-/// `gpipe`, `1f1b`, `custom`: the spelling of --schedule and lib/Schedule.
+/// The action `text` spells (`1F2`, `0SEND_B3`, `2I0`, `2W0`, `0W`,
+/// `0STEP`), if it is one.
+std::optional<Action> parseAction(const std::string &text);
+/// `gpipe`, `1f1b`, `interleaved-1f1b`, ..., `custom`: the spelling of
+/// --schedule and of lib/Schedule.
 const char *scheduleKindText(ScheduleKind kind);
 /// The kind spelt `text`, if it is one.
 std::optional<ScheduleKind> parseScheduleKind(const std::string &text);

@@ -15,10 +15,9 @@ namespace pippy::exe {
 
 class IRCompiler : public Compiler {
 public:
-  std::optional<std::vector<std::string>> lower(const RunOptions &options,
-                                                int numRanks,
-                                                const std::string &folder,
-                                                std::string &error) override;
+  std::optional<LoweredRanks> lower(const RunOptions &options, int numRanks,
+                                    const std::string &folder,
+                                    std::string &error) override;
 };
 
 } // namespace pippy::exe

@@ -9,12 +9,16 @@
 // On one rank, a pipeline of several stages becomes one program with every
 // stage in order (autograd then links them and a tied weight is one
 // tensor, as in the unsplit model); a graph IR is a pipeline of one stage.
-// On N ranks, a pipeline must have N stages: rank r holds stage r.
+// On N ranks, the schedule places the stages: one per rank (gpipe, 1f1b,
+// zb-h1), or several (interleaved-1f1b, looped-bfs, zb1p, zbv); a rank's
+// executable holds the programs of all its stages.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef PIPPY_EXECUTABLE_LOWERING_H
 #define PIPPY_EXECUTABLE_LOWERING_H
+
+#include "pippy/Executable/Format.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LogicalResult.h"
@@ -27,16 +31,18 @@ namespace pippy::exe {
 
 struct LoweringOptions {
   int numRanks = 1;
-  /// A schedule kind of lib/Schedule ("gpipe", "1f1b"); ignored where
-  /// `scheduleText` is given or the pipeline carries a lowered schedule.
-  std::string schedule = "1f1b";
+  /// The schedule kind; ignored where `scheduleText` is given or the
+  /// pipeline carries a lowered schedule.
+  ScheduleKind schedule = ScheduleKind::OneFOneB;
   /// Micro-batches per step; unset: the lowered schedule's, or 1.
   std::optional<int> microbatches;
   /// Linear layers' weight gradients wait for a W action or the step
   /// (--defer-weight-grads).
   bool splitBackward = false;
-  /// Action lists in the text form (`rank0: 0F0 0SEND_F0 ...`).
+  /// Action lists: the text form (`rank0: 0F0 0SEND_F0 ...`), or with
+  /// `scheduleIsCsv` torch.distributed.pipelining's CSV form.
   std::string scheduleText;
+  bool scheduleIsCsv = false;
   /// The IR file, named in the executables and their messages.
   std::string source;
   /// The weights file as the executables record it.
@@ -46,6 +52,9 @@ struct LoweringOptions {
 struct LoweredPipeline {
   std::vector<std::string> ranks; ///< one executable's bytes per rank
   uint64_t hash = 0;              ///< the pipeline hash every rank's file holds
+  /// The schedule in torch.distributed.pipelining's CSV form, with sends
+  /// and receives (lib/Schedule's toCsv).
+  std::string scheduleCsv;
 };
 
 /// Lowers `module`'s `func.func @forward`. Errors are emitted as
@@ -72,7 +81,8 @@ std::string storedWeightsPath(const std::string &weights,
                               const std::string &folder);
 
 /// Writes the executables into `dir` (created if needed) as rank<R>.pipx,
-/// each atomically; an error message, or empty on success.
+/// and the schedule as schedule.csv (`pippy-run --schedule-file` reads it
+/// back), each atomically; an error message, or empty on success.
 std::string writeExecutables(const LoweredPipeline &pipeline,
                              const std::string &dir);
 

@@ -27,7 +27,7 @@ namespace pippy {
 
 enum class LossKind { CrossEntropy, Mse, None };
 enum class OptimizerKind { Sgd, AdamW };
-/// The executables' own enum: --schedule takes gpipe or 1f1b (a custom
+/// The executables' own enum: --schedule takes a generated kind (a custom
 /// schedule comes with --schedule-file).
 using ScheduleKind = exe::ScheduleKind;
 enum class Backend { Gloo, Nccl };

@@ -20,16 +20,24 @@
 namespace pippy {
 
 /// Lowers IR to stage executables (the full build's lib/Executable).
+/// A program lowered for a world: each rank's executable, and the
+/// schedule in torch.distributed.pipelining's CSV form.
+struct LoweredRanks {
+  std::vector<std::string> ranks;
+  std::string scheduleCsv;
+};
+
 class Compiler {
 public:
   virtual ~Compiler() = default;
-  /// Lowers `options.programPath` for a world of `numRanks` ranks: each
-  /// rank's executable, or none with `error` set to the diagnostics. The
-  /// weights file is recorded relative to `folder` (where the executables
-  /// will be written), or as an absolute path when `folder` is empty.
-  virtual std::optional<std::vector<std::string>>
-  lower(const RunOptions &options, int numRanks, const std::string &folder,
-        std::string &error) = 0;
+  /// Lowers `options.programPath` for a world of `numRanks` ranks, or none
+  /// with `error` set to the diagnostics. The weights file is recorded
+  /// relative to `folder` (where the executables will be written), or as
+  /// an absolute path when `folder` is empty.
+  virtual std::optional<LoweredRanks> lower(const RunOptions &options,
+                                            int numRanks,
+                                            const std::string &folder,
+                                            std::string &error) = 0;
 };
 
 /// pippy-run's main: the exit code.
