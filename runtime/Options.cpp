@@ -152,14 +152,15 @@ const std::vector<Option> &options() {
       {"schedule", "KIND",
        "the pipeline schedule: gpipe, 1f1b (default) or zb-h1 with one "
        "stage per rank; interleaved-1f1b, looped-bfs or zb1p with stage s on "
-       "rank s mod ranks; zbv with two stages per rank",
+       "rank s mod ranks; zbv or dualpipev with two stages per rank",
        [](RunOptions &o, const std::string &v) {
          ScheduleKind kind;
          std::string error = parseChoice(
              "schedule", v,
              {ScheduleKind::GPipe, ScheduleKind::OneFOneB,
               ScheduleKind::Interleaved1F1B, ScheduleKind::LoopedBFS,
-              ScheduleKind::ZBH1, ScheduleKind::ZB1P, ScheduleKind::ZBV},
+              ScheduleKind::ZBH1, ScheduleKind::ZB1P, ScheduleKind::ZBV,
+              ScheduleKind::DualPipeV},
              kind);
          o.schedule = kind;
          return error;

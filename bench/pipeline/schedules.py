@@ -7,9 +7,9 @@ Usage:
 
 The model of bench/pipeline/model.py (16 x Linear(1024)+ReLU, batch 64 in 8
 micro-batches of 8 rows, MSE, SGD lr 0.01) on 2 ranks: gpipe, 1f1b and
-zb-h1 on a 2-stage split, interleaved-1f1b, looped-bfs, zb1p and zbv on a
-4-stage split (two stages per rank). The kinds run interleaved, `--rounds`
-times each, one intra-op thread per rank. For each kind it prints the
+zb-h1 on a 2-stage split; interleaved-1f1b, looped-bfs, zb1p, zbv and
+dualpipev on a 4-stage split (two stages per rank). The kinds run
+interleaved, `--rounds` times each, one intra-op thread per rank. For each kind it prints the
 median step time (the slowest rank's, warm-up steps dropped, over all
 rounds), the measured bubble (pippy-run --metrics: 1 - busy / (ranks x
 wall)), the bubble the simulator predicts on the cost model
@@ -27,7 +27,7 @@ sys.path.insert(0, HERE)
 from run import PY, sh  # noqa: E402 (bench/pipeline/run.py)
 # kind -> stages of the split it runs on (2 ranks).
 KINDS = {"gpipe": 2, "1f1b": 2, "zb-h1": 2, "interleaved-1f1b": 4,
-         "looped-bfs": 4, "zb1p": 4, "zbv": 4}
+         "looped-bfs": 4, "zb1p": 4, "zbv": 4, "dualpipev": 4}
 
 
 def main():

@@ -20,6 +20,7 @@
 #include "llvm/ADT/StringExtras.h"
 
 #include <algorithm>
+#include <deque>
 #include <map>
 
 using namespace pippy::schedule;
@@ -248,6 +249,72 @@ std::vector<Action> zbv(const Shape &shape, int r) {
   return list;
 }
 
+/// DualPipeV (DeepSeek-AI, 2024, arXiv:2412.19437; upstream's
+/// ScheduleDualPipeV after deepseek-ai/DualPipe): the V placement of zbv,
+/// with a forward of one chunk paired with a whole backward of the other in
+/// the steady state (upstream overlaps each pair; here they run one after
+/// the other), and input/weight splits only where they fill the warm-up
+/// and the cool-down. Needs at least as many micro-batches as stages.
+///
+std::vector<Action> dualPipeV(const Shape &shape, int r) {
+  int R = shape.R, M = shape.M, s0 = r, s1 = 2 * R - 1 - r;
+  std::map<int, int> forwards, backwards;  // next micro-batch, per stage
+  std::deque<std::pair<int, int>> weights; // (stage, micro-batch) I left
+  std::vector<Action> list;
+  auto forward = [&](int s) {
+    list.push_back({Op::Forward, s, forwards[s]++});
+  };
+  auto backward = [&](int s, bool split) {
+    int m = backwards[s]++;
+    list.push_back({split ? Op::BackwardInput : Op::Backward, s, m});
+    if (split)
+      weights.push_back({s, m});
+  };
+  auto weight = [&] {
+    if (weights.empty())
+      return;
+    list.push_back(
+        {Op::BackwardWeight, weights.front().first, weights.front().second});
+    weights.pop_front();
+  };
+  for (int i = 0; i < 2 * (R - r - 1); ++i)
+    forward(s0);
+  for (int i = 0; i < r + 1; ++i) {
+    forward(s0);
+    forward(s1);
+  }
+  for (int i = 0; i < R - r - 1; ++i) {
+    backward(s1, true);
+    weight();
+    forward(s1);
+  }
+  for (int i = 0; i < M - 2 * R + r + 1; ++i) {
+    forward(s0);
+    backward(s1, false);
+    forward(s1);
+    backward(s0, false);
+  }
+  for (int i = 0; i < R - r - 1; ++i) {
+    backward(s1, false);
+    forward(s1);
+    backward(s0, false);
+  }
+  bool split = false;
+  for (int i = 0; i < r + 1; ++i) {
+    split |= i == (r + 1) / 2 && r % 2 == 1;
+    backward(s1, split);
+    split |= i == (r + 1) / 2 && r % 2 == 0;
+    backward(s0, split);
+  }
+  for (int i = 0; i < R - r - 1; ++i) {
+    weight();
+    backward(s0, split);
+  }
+  for (int i = 0; i < r + 1; ++i)
+    weight();
+  return list;
+}
+
 /// Forward only: each held stage forwards every micro-batch, in stage
 /// order (any kind gives this).
 std::vector<Action> forwardOnly(const Schedule &schedule, int r) {
@@ -295,6 +362,9 @@ pippy::schedule::generate(Kind kind, const Topology &topo, int numRanks,
   schedule.training = training;
   schedule.stageRank = std::move(*stageRank);
   Shape shape{R, S, microbatches, S / R, splitBackward, &topo};
+  if (training && kind == Kind::DualPipeV && microbatches < S)
+    return error("dualpipev needs at least as many micro-batches as stages (" +
+                 llvm::Twine(S) + "); got " + llvm::Twine(microbatches));
   std::optional<int> perRound;
   if (training && (kind == Kind::Interleaved1F1B || kind == Kind::ZB1P)) {
     llvm::Expected<int> n = microbatchesPerRound(shape, kindName(kind));
@@ -316,8 +386,10 @@ pippy::schedule::generate(Kind kind, const Topology &topo, int numRanks,
       list = interleaved(shape, r, microbatches, /*zeroBubble=*/true);
     else if (kind == Kind::LoopedBFS)
       list = loopedBfs(shape, r);
-    else
+    else if (kind == Kind::ZBV)
       list = zbv(shape, r);
+    else
+      list = dualPipeV(shape, r);
     schedule.ranks.push_back(std::move(list));
   }
   addCommunication(schedule, topo);

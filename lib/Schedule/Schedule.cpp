@@ -124,7 +124,7 @@ llvm::ArrayRef<Kind> pippy::schedule::kinds() {
   static const Kind all[] = {
       Kind::GPipe,     Kind::OneFOneB, Kind::Interleaved1F1B,
       Kind::LoopedBFS, Kind::ZBH1,     Kind::ZB1P,
-      Kind::ZBV};
+      Kind::ZBV,       Kind::DualPipeV};
   return all;
 }
 

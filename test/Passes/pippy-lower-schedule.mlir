@@ -17,7 +17,7 @@
 
 // GPIPE: ranks = ["0F0 0SEND_F0 0RECV_B0 0B0 0ALLREDUCE_TIED 0STEP", "1RECV_F0 1F0 1SEND_F0 1RECV_B0 1B0 1SEND_B0 1STEP", "2RECV_F0 2F0 2B0 2SEND_B0 2ALLREDUCE_TIED 2STEP"]
 
-// BAD: error: unknown schedule 'zigzag'; expected one of gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb1p, zbv
+// BAD: error: unknown schedule 'zigzag'; expected one of gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb1p, zbv, dualpipev
 
 // BFS: pippy.schedule = {kind = "looped-bfs", microbatches = 2 : i64, ranks = [
 // BFS-SAME: "0F0 0F1 1F0 1F1 2F0 2F1 2B1 2B0 1B1 1B0 0B1 0B0 0ALLREDUCE_TIED 0STEP 1STEP 2STEP"]}

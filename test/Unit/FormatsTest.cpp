@@ -149,7 +149,8 @@ TEST(RunOptions, RefusesBadValuesWithOneLine) {
   EXPECT_FALSE(parse({"exe/", "--schedule", "zigzag"}, message));
   EXPECT_EQ(message,
             "pippy-run: error: unknown --schedule 'zigzag'; expected gpipe, "
-            "1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb1p or zbv\n");
+            "1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb1p, zbv or "
+            "dualpipev\n");
   EXPECT_FALSE(parse({"exe/", "--microbatches", "0"}, message));
   EXPECT_NE(message.find("--microbatches"), std::string::npos) << message;
   EXPECT_FALSE(parse({"exe/", "--backend", "mpi"}, message));

@@ -234,5 +234,5 @@ TEST(Schedule, UnknownKind) {
   ASSERT_FALSE(static_cast<bool>(kind));
   EXPECT_EQ(llvm::toString(kind.takeError()),
             "unknown schedule 'zigzag'; expected one of gpipe, 1f1b, "
-            "interleaved-1f1b, looped-bfs, zb-h1, zb1p, zbv");
+            "interleaved-1f1b, looped-bfs, zb-h1, zb1p, zbv, dualpipev");
 }

@@ -5,7 +5,8 @@ The algorithms of PyTorch 2.11's torch/distributed/pipelining/schedules.py,
 written out from its published source without torch: Schedule1F1B's and
 ScheduleGPipe's micro-batch loops, ScheduleInterleaved1F1B,
 ScheduleLoopedBFS, ScheduleInterleavedZeroBubble (with one stage per rank
-it is the zb-h1 order) and ScheduleZBVZeroBubble. Each `pipeline_order` is
+it is the zb-h1 order), ScheduleZBVZeroBubble and ScheduleDualPipeV (whose
+overlapped pairs are written as upstream writes them, `(0F3;3B1)OVERLAP_F_B`). Each `pipeline_order` is
 written as `_dump_csv(format="compute_only")` writes it: a row per rank, a
 cell per time step, an empty cell where upstream puts None. For
 ScheduleInterleavedZeroBubble the idle cells that `_add_bubbles_to_actions`
@@ -160,6 +161,78 @@ def zbv(R, M):
     return order
 
 
+def dualpipev(R, M):
+    order = {}
+    for r in range(R):
+        ops, counters, queue = [], {}, []
+        s0, s1 = r, 2 * R - 1 - r
+
+        def count(key):
+            return counters.get(key, 0)
+
+        def bump_backward(stage):
+            for kind in ("I", "W"):
+                counters[(stage, kind)] = count((stage, kind)) + 1
+
+        def add(stage, kind):
+            key = (stage, "I") if kind == "B" else (stage, kind)
+            mb = count(key)
+            ops.append(act(stage, kind, mb))
+            if kind == "B":
+                bump_backward(stage)
+            else:
+                if kind == "I":
+                    queue.append((stage, mb))
+                counters[key] = mb + 1
+
+        def overlap(fwd, bwd):
+            f, b = count((fwd, "F")), count((bwd, "I"))
+            ops.append(f"({act(fwd, 'F', f)};{act(bwd, 'B', b)})OVERLAP_F_B")
+            counters[(fwd, "F")] = f + 1
+            bump_backward(bwd)
+
+        def weight():
+            if queue:
+                stage, mb = queue.pop(0)
+                ops.append(act(stage, "W", mb))
+                counters[(stage, "W")] = count((stage, "W")) + 1
+
+        for _ in range((R - r - 1) * 2):
+            add(s0, "F")
+        for _ in range(r + 1):
+            add(s0, "F")
+            add(s1, "F")
+        for _ in range(R - r - 1):
+            add(s1, "I")
+            weight()
+            add(s1, "F")
+        for i in range(M - R * 2 + r + 1):
+            if i == 0 and r == R - 1:
+                add(s0, "F")
+                add(s1, "B")
+            else:
+                overlap(s0, s1)
+            overlap(s1, s0)
+        for _ in range(R - r - 1):
+            add(s1, "B")
+            overlap(s1, s0)
+        zb = False
+        for i in range(r + 1):
+            if i == (r + 1) // 2 and r % 2 == 1:
+                zb = True
+            add(s1, "I" if zb else "B")
+            if i == (r + 1) // 2 and r % 2 == 0:
+                zb = True
+            add(s0, "I" if zb else "B")
+        for _ in range(R - r - 1):
+            weight()
+            add(s0, "I" if zb else "B")
+        for _ in range(r + 1):
+            weight()
+        order[r] = ops
+    return order
+
+
 def cases():
     for R in (2, 4):
         for M in (2, 4, 8):
@@ -174,6 +247,8 @@ def cases():
                 yield "looped-bfs", R, L, M, looped_bfs(R, L, M)
         for M in (2, 4, 8, 10):
             yield "zbv", R, 2, M, zbv(R, M)
+        for M in (2 * R, 2 * R + 2, 3 * R + 1):
+            yield "dualpipev", R, 2, M, dualpipev(R, M)
     yield "interleaved-1f1b", 4, 2, 10, interleaved(4, 2, 10, False)
     yield "interleaved-1f1b", 4, 2, 3, interleaved(4, 2, 3, False)
     yield "zb1p", 4, 2, 10, interleaved(4, 2, 10, True)
