@@ -458,6 +458,10 @@ def PippyReport : Pass<"pippy-report", "::mlir::ModuleOp"> {
     forward, W's share one forward, transfers free): per rank its stages,
     busy share, the most micro-batches whose activations it holds at once
     and their bytes, and the bubble, 1 - busy / (ranks x makespan).
+    `costs=FILE` simulates on measured costs instead, a JSON object with
+    any of `forward`, `backward`, `weight` (lists, one time per stage per
+    micro-batch), `message` (a rank's time per send or receive) and
+    `transfer` (a message's flight time), in any one unit.
 
     ```
     $ pippy-opt pipe.mlir --pippy-report -o /dev/null
@@ -470,6 +474,8 @@ def PippyReport : Pass<"pippy-report", "::mlir::ModuleOp"> {
   let options = [
     Option<"format", "format", "std::string", /*default=*/"\"text\"",
            "text or json">,
+    Option<"costs", "costs", "std::string", /*default=*/"",
+           "measured costs to simulate the schedule on (JSON)">,
   ];
 }
 

@@ -4,6 +4,7 @@
 
 #include "pippy/Analysis/CostModel.h"
 #include "pippy/Analysis/GraphIR.h"
+#include "pippy/Support/AtomicFile.h"
 
 #include "llvm/ADT/StringSet.h"
 
@@ -104,6 +105,22 @@ sched::StageCosts costModelCosts(PipelineOp pipeline) {
     costs.weight.push_back(forward);
     costs.activations.push_back(static_cast<double>(row.activationBytes));
   }
+  return costs;
+}
+
+FailureOr<sched::StageCosts> simulationCosts(PipelineOp pipeline,
+                                             llvm::StringRef costsFile) {
+  sched::StageCosts costs = costModelCosts(pipeline);
+  if (costsFile.empty())
+    return costs;
+  std::string text;
+  if (std::string error = ::pippy::readFile(costsFile.str(), text);
+      !error.empty())
+    return pipeline.emitError(error);
+  int S = static_cast<int>(costs.forward.size());
+  if (llvm::Error err = sched::readStageCosts(text, S, costs))
+    return pipeline.emitError(costsFile + ": ")
+           << llvm::toString(std::move(err));
   return costs;
 }
 

@@ -41,6 +41,11 @@ recordedSchedule(PipelineOp pipeline, const ::pippy::schedule::Topology &topo);
 /// that, W's share of it the forward's; activations are its ops' result
 /// bytes; transfers cost nothing.
 ::pippy::schedule::StageCosts costModelCosts(PipelineOp pipeline);
+/// The cost model's costs with those `costsFile` gives (readStageCosts)
+/// in their place, when it is not empty; an error diagnostic on the
+/// pipeline when the file cannot be read.
+FailureOr<::pippy::schedule::StageCosts>
+simulationCosts(PipelineOp pipeline, llvm::StringRef costsFile);
 
 } // namespace mlir::pippy
 

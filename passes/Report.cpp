@@ -128,8 +128,13 @@ struct ReportPass : public pd::impl::PippyReportBase<ReportPass> {
       if (failed(schedule))
         return signalPassFailure();
       std::optional<sched::Simulation> sim;
-      if (*schedule)
-        sim = sched::simulate(**schedule, topo, pd::costModelCosts(pipeline));
+      if (*schedule) {
+        FailureOr<sched::StageCosts> stageCosts =
+            pd::simulationCosts(pipeline, costs);
+        if (failed(stageCosts))
+          return signalPassFailure();
+        sim = sched::simulate(**schedule, topo, *stageCosts);
+      }
       if (format == "json") {
         printJson(rows, ratio, slowest, optimum,
                   sim ? scheduleJson(**schedule, *sim)
@@ -172,10 +177,13 @@ struct ReportPass : public pd::impl::PippyReportBase<ReportPass> {
   void printScheduleText(const sched::Schedule &s,
                          const sched::Simulation &sim) {
     llvm::raw_ostream &os = llvm::outs();
+    std::string basis = costs.empty() ? "backward = 2 x forward, W = "
+                                        "forward, messages free"
+                                      : "costs from " + costs.getValue();
     os << llvm::formatv("schedule {0}, {1} micro-batches on {2} ranks, "
-                        "simulated (backward = 2 x forward, W = forward, "
-                        "transfers free):\n",
-                        sched::kindName(s.kind), s.microbatches, s.numRanks());
+                        "simulated ({3}):\n",
+                        sched::kindName(s.kind), s.microbatches, s.numRanks(),
+                        basis);
     os << llvm::formatv("{0,-6}{1,-10}{2,8}{3,15}{4,24}\n", "rank", "stages",
                         "busy", "peak_inflight", "peak_activation_bytes");
     for (int r = 0; r < s.numRanks(); ++r)

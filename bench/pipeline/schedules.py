@@ -13,12 +13,17 @@ interleaved, `--rounds` times each, one intra-op thread per rank. For each kind 
 median step time (the slowest rank's, warm-up steps dropped, over all
 rounds), the measured bubble (pippy-run --metrics: 1 - busy / (ranks x
 wall)), the bubble the simulator predicts on the cost model
-(pippy-opt --pippy-report after --pippy-lower-schedule), the step against
-1f1b's, and the first steps' losses, which must be the same for every kind.
+(pippy-opt --pippy-report after --pippy-lower-schedule), the bubble it
+predicts on the costs measured in the last round's trace (per stage and
+micro-batch: forward, whole backward, W; per message: the median SEND
+time; `--pippy-report=costs=...`), the step against 1f1b's, and the first
+steps' losses, which must be the same for every kind.
 """
 import argparse
+import collections
 import json
 import os
+import re
 import statistics
 import sys
 
@@ -28,6 +33,46 @@ from run import PY, sh  # noqa: E402 (bench/pipeline/run.py)
 # kind -> stages of the split it runs on (2 ranks).
 KINDS = {"gpipe": 2, "1f1b": 2, "zb-h1": 2, "interleaved-1f1b": 4,
          "looped-bfs": 4, "zb1p": 4, "zbv": 4, "dualpipev": 4}
+
+
+def measured_costs(trace, stages, microbatches, warmup):
+    """Mean costs per stage and micro-batch from a pippy-run --trace, in
+    microseconds, as --pippy-report's costs= reads them."""
+    totals = collections.defaultdict(float)
+    sends, steps = [], set()
+    for e in json.load(open(trace))["traceEvents"]:
+        step = e.get("args", {}).get("step", 0)
+        if e.get("ph") != "X" or step <= warmup:
+            continue
+        steps.add(step)
+        m = re.match(r"(\d+)([A-Z_]+)", e["name"])
+        stage, kind = int(m.group(1)), m.group(2)
+        if kind in ("SEND_F", "SEND_B"):
+            sends.append(e["dur"])
+        totals[(stage, kind)] += e["dur"]
+    per = len(steps) * microbatches
+
+    def mean(stage, *kinds):
+        return sum(totals[(stage, k)] for k in kinds) / per
+
+    costs = {"forward": [mean(s, "F") for s in range(stages)],
+             "backward": [mean(s, "B", "I", "W") for s in range(stages)],
+             "message": statistics.median(sends) if sends else 0}
+    weights = [mean(s, "W") for s in range(stages)]
+    costs["weight"] = [w if w > 0 else b / 2
+                       for w, b in zip(weights, costs["backward"])]
+    return costs
+
+
+def simulate(b, pipe, kind, M, costs=None):
+    """The simulated bubble of `kind` on `pipe`: on the cost model, or on
+    the costs file given."""
+    report = "--pippy-report=format=json" + (f" costs={costs}" if costs
+                                              else "")
+    out = sh([f"{b}/pippy-opt", pipe,
+              f"--pippy-lower-schedule=schedule={kind} ranks=2 "
+              f"microbatches={M}", report, "-o", "/dev/null"])
+    return json.loads(out)["schedule"]["bubble_fraction"]
 
 
 def main():
@@ -49,11 +94,7 @@ def main():
         sh([f"{b}/pippy-opt", f"{w}/model.mlir",
             f"--pippy-split=stages={stages}", "-o", f"{w}/pipe{stages}.mlir"])
     for kind, stages in KINDS.items():
-        report = sh([f"{b}/pippy-opt", f"{w}/pipe{stages}.mlir",
-                     f"--pippy-lower-schedule=schedule={kind} ranks=2 "
-                     f"microbatches={M}", "--pippy-report=format=json",
-                     "-o", "/dev/null"])
-        simulated[kind] = json.loads(report)["schedule"]["bubble_fraction"]
+        simulated[kind] = simulate(b, f"{w}/pipe{stages}.mlir", kind, M)
     common = ["--nproc", "2", "--microbatches", str(M), "--steps",
               str(args.steps), "--data", f"{w}/data.safetensors", "--loss",
               "mse", "--optimizer", "sgd", "--lr", "0.01"]
@@ -63,8 +104,10 @@ def main():
     for r in range(args.rounds):
         for kind, stages in KINDS.items():
             out = f"{w}/{kind}.{r}.json"
+            last = r == args.rounds - 1
             sh([f"{b}/pippy-run", f"{w}/pipe{stages}.mlir", "--schedule",
-                kind] + common + ["--metrics", out])
+                kind] + common + ["--metrics", out] +
+               (["--trace", f"{w}/{kind}.trace.json"] if last else []))
             m = json.load(open(out))
             steps = [s["step_time_s"] for s in m["steps"]][args.warmup:]
             times[kind] += steps
@@ -73,14 +116,25 @@ def main():
             print(f"round {r + 1}/{args.rounds} {kind:17s} median "
                   f"{statistics.median(steps) * 1e3:7.1f} ms  bubble "
                   f"{m['bubble_fraction']:.3f}", flush=True)
+    measured = {}
+    for kind, stages in KINDS.items():
+        costs = measured_costs(f"{w}/{kind}.trace.json", stages, M,
+                               args.warmup)
+        path = f"{w}/{kind}.costs.json"
+        json.dump(costs, open(path, "w"))
+        measured[kind] = simulate(b, f"{w}/pipe{stages}.mlir", kind, M, path)
     med = {k: statistics.median(v) for k, v in times.items()}
     print(f"\n{'kind':17s} {'stages':>6s} {'median ms':>10s} {'steps':>6s} "
-          f"{'bubble':>7s} {'simulated':>9s} {'vs 1f1b':>8s}  losses")
+          f"{'bubble':>7s} {'model':>6s} {'costs':>6s} {'vs 1f1b':>8s}  "
+          f"losses")
     for kind, stages in KINDS.items():
         print(f"{kind:17s} {stages:6d} {med[kind] * 1e3:10.1f} "
               f"{len(times[kind]):6d} {statistics.median(bubbles[kind]):7.3f} "
-              f"{simulated[kind]:9.3f} {med['1f1b'] / med[kind]:8.3f}  "
+              f"{simulated[kind]:6.3f} {measured[kind]:6.3f} "
+              f"{med['1f1b'] / med[kind]:8.3f}  "
               + " ".join(f"{x:.6f}" for x in losses[kind]))
+    print("\nbubble: measured (--metrics); model: simulated on the cost "
+          "model; costs: simulated on the last round's measured costs")
     same = all(losses[k] == losses["1f1b"] for k in KINDS)
     print(f"\nthe same losses on every kind: {'yes' if same else 'NO'}")
     return 0 if same else 1

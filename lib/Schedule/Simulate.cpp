@@ -3,12 +3,15 @@
 // Runs a checked schedule on per-stage costs: each rank runs its actions in
 // order, an action starting when the rank is free and, for a receive, when
 // the messages it waits for have arrived (a send's messages arrive one
-// transfer time after it starts; sends do not block). Gives each rank's busy
-// time, the bubble, and the most activations each rank holds at once.
+// transfer time after it starts; sends do not block). Each SEND and RECV
+// also takes the rank `message` time, which is not busy time. Gives each rank's
+// busy time, the bubble, and the most activations each rank holds at once.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Peers.h"
+
+#include "llvm/Support/JSON.h"
 
 #include <algorithm>
 #include <cmath>
@@ -18,6 +21,10 @@
 using namespace pippy::schedule;
 
 namespace {
+
+llvm::Error error(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
 
 /// Message in flight: (kind, from stage, to stage, micro-batch).
 using Message = std::tuple<Op, int, int, int>;
@@ -150,10 +157,50 @@ void CostSimulation::finish(int r, const Action &a, double start) {
   if (a.isCompute())
     sim.times[r].push_back({start, start + cost});
   sim.busy[r] += cost;
-  clock[r] = start + cost;
+  bool message = a.op == Op::SendF || a.op == Op::SendB || a.op == Op::RecvF ||
+                 a.op == Op::RecvB;
+  clock[r] = start + cost + (message ? costs.message : 0);
 }
 
 } // namespace
+
+llvm::Error pippy::schedule::readStageCosts(llvm::StringRef json, int numStages,
+                                            StageCosts &costs) {
+  llvm::Expected<llvm::json::Value> root = llvm::json::parse(json);
+  if (!root)
+    return root.takeError();
+  const llvm::json::Object *object = root->getAsObject();
+  if (!object)
+    return error("the costs must be a JSON object");
+  for (auto [key, field] : {std::pair{"forward", &costs.forward},
+                            std::pair{"backward", &costs.backward},
+                            std::pair{"weight", &costs.weight}}) {
+    const llvm::json::Value *value = object->get(key);
+    if (!value)
+      continue;
+    const llvm::json::Array *list = value->getAsArray();
+    if (!list || static_cast<int>(list->size()) != numStages)
+      return error(llvm::Twine("costs: '") + key + "' must list " +
+                   llvm::Twine(numStages) + " numbers, one per stage");
+    field->clear();
+    for (const llvm::json::Value &v : *list) {
+      std::optional<double> number = v.getAsNumber();
+      if (!number || *number < 0)
+        return error(llvm::Twine("costs: '") + key +
+                     "' holds something other than a time");
+      field->push_back(*number);
+    }
+  }
+  for (auto [key, field] : {std::pair{"message", &costs.message},
+                            std::pair{"transfer", &costs.transfer}})
+    if (const llvm::json::Value *value = object->get(key)) {
+      std::optional<double> number = value->getAsNumber();
+      if (!number || *number < 0)
+        return error(llvm::Twine("costs: '") + key + "' must be a time");
+      *field = *number;
+    }
+  return llvm::Error::success();
+}
 
 Simulation pippy::schedule::simulate(const Schedule &schedule,
                                      const Topology &topo,

@@ -312,3 +312,35 @@ TEST(ScheduleKinds, SimulatedBubblesAndMemory) {
   // Every compute action has its times, in order.
   EXPECT_EQ(zbv.times[0].size(), size_t(2 * 3 * M));
 }
+
+TEST(ScheduleKinds, MeasuredCostsAndMessages) {
+  StageCosts costs = unitCosts(4);
+  ASSERT_FALSE(static_cast<bool>(readStageCosts(
+      R"({"forward": [2, 2, 2, 2], "message": 0.5, "transfer": 0.25})", 4,
+      costs)));
+  EXPECT_EQ(costs.forward, (std::vector<double>{2, 2, 2, 2}));
+  EXPECT_EQ(costs.backward, (std::vector<double>{2, 2, 2, 2})); // kept
+  EXPECT_EQ(costs.message, 0.5);
+  EXPECT_EQ(costs.transfer, 0.25);
+  for (auto [json, expected] :
+       {std::pair{"[1]", "must be a JSON object"},
+        std::pair{R"({"weight": [1, 2]})", "'weight' must list 4 numbers"},
+        std::pair{R"({"forward": [1, 2, "x", 4]})",
+                  "'forward' holds something other than a time"},
+        std::pair{R"({"message": -1})", "'message' must be a time"}}) {
+    StageCosts c = unitCosts(4);
+    std::string msg = errorText(readStageCosts(json, 4, c));
+    EXPECT_NE(msg.find(expected), std::string::npos) << json << ": " << msg;
+  }
+  // Each send and receive delays its rank: the bubble grows, busy time
+  // does not.
+  Topology topo = Topology::chain(4);
+  llvm::Expected<Schedule> s = generate(Kind::ZBV, topo, 2, 8);
+  ASSERT_TRUE(static_cast<bool>(s));
+  StageCosts free = unitCosts(4), paid = unitCosts(4);
+  paid.message = 0.25;
+  Simulation a = simulate(*s, topo, free), b = simulate(*s, topo, paid);
+  EXPECT_EQ(a.busy, b.busy);
+  EXPECT_GT(b.makespan, a.makespan);
+  EXPECT_GT(b.bubbleFraction, a.bubbleFraction);
+}

@@ -169,8 +169,18 @@ struct StageCosts {
   std::vector<double> forward, backward; ///< backward: the whole of it
   std::vector<double> weight;      ///< W's share of backward (I is the rest)
   std::vector<double> activations; ///< bytes per micro-batch, or empty
-  double transfer = 0;             ///< a message between ranks
+  double transfer = 0;             ///< a message's flight between ranks
+  /// The rank's own time per SEND or RECV action (packing, the transport's
+  /// calls): neither compute nor idle waiting, but it delays the rank.
+  double message = 0;
 };
+
+/// Reads measured costs written as JSON, `{"forward": [per stage],
+/// "backward": [...], "weight": [...], "message": x, "transfer": y}` (any
+/// unit of time, every field optional), over `costs`: the fields given
+/// replace the ones there. A list must have one entry per stage.
+llvm::Error readStageCosts(llvm::StringRef json, int numStages,
+                           StageCosts &costs);
 
 /// Predicted run of a checked schedule: each action starts as soon as its
 /// rank is free and its messages have arrived.
