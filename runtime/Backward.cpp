@@ -74,7 +74,7 @@ void RankRunner::backward(StageRun &run, int m) {
     // The input gradients go first: the previous stage waits for them,
     // and the weight gradients follow once they are sent
     // (addHeldWeightGradients after the SEND_B).
-    bool hold = run.plan->sendsInputGradients() && !plan.splitsBackward();
+    bool hold = run.plan->sendsInputGradients() && !plan.hasInputWeightSplit;
     std::optional<WeightGradientQueue::Scope> scope;
     if (hold) {
       heldWeightGrads.push_back({run.plan->stage, m, {}});
@@ -303,7 +303,7 @@ std::vector<Program::Linear> RankRunner::untiedTrainableLinears(StageRun &run) {
 void RankRunner::chooseDeferredLinears() {
   if (!options.deferWeightGrads)
     return;
-  if (stages.size() != 1 || plan.splitsBackward())
+  if (stages.size() != 1 || plan.hasInputWeightSplit)
     throw RuntimeError("--defer-weight-grads runs with one stage per rank "
                        "and a whole backward (gpipe or 1f1b); the " +
                        plan.scheduleKind + " schedule splits them itself");

@@ -173,13 +173,6 @@ bool HeldStage::sendsInputGradients() const {
   return false;
 }
 
-bool StagePlan::splitsBackward() const {
-  for (const ScheduledAction &a : actions)
-    if (a.kind == exe::ActionKind::BackwardInput)
-      return true;
-  return false;
-}
-
 int StagePlan::tag(int m, int direction, int producer, int consumer,
                    size_t channel) const {
   int64_t pair = static_cast<int64_t>(producer) * numStages + consumer;
@@ -227,8 +220,10 @@ StagePlan StagePlan::of(const exe::Executable &exe) {
   plan.scheduleKind = exe::scheduleKindText(schedule.kind());
   plan.microbatches = schedule.microbatches();
   plan.splitBackward = schedule.split_backward();
-  for (const exe::Action *a : *schedule.actions())
+  for (const exe::Action *a : *schedule.actions()) {
     plan.actions.push_back({a->kind(), a->stage(), a->microbatch()});
+    plan.hasInputWeightSplit |= a->kind() == exe::ActionKind::BackwardInput;
+  }
   // Every message of a step needs its own tag.
   if (int64_t(2) * plan.microbatches * plan.numStages * plan.numStages *
           kMaxChannels >

@@ -115,8 +115,8 @@ struct StagePlan {
   static StagePlan of(const exe::Executable &exe);
   bool holdsOutput() const { return stageRanks.at(outputStage) == rank; }
   int64_t microbatchRows() const { return inputs.at(0).sizes.at(0); }
-  /// Whether some action splits a backward into I and W.
-  bool splitsBackward() const;
+  /// Whether some action splits a backward into I and W (set by `of`).
+  bool hasInputWeightSplit = false;
   /// The message tag of micro-batch `m`'s tensor `channel` between two
   /// stages, forward (direction 0) or backward (1); the stage pair keeps
   /// apart the messages of two ranks that share several pairs.
