@@ -1,19 +1,14 @@
-//===- Comm.cpp - the Gloo engine and rendezvous
-//---------------------------===//
+//===- Comm.cpp - the Gloo engine -----------------------------------------===//
 //
-// Gloo through libtorch's c10d. Single-node runs meet through a FileStore in
-// the private directory `pippy-run --nproc` creates (libtorch 1.13's
-// TCPStore listens on every interface, unauthenticated); multi-host runs
-// meet through a TCPStore hosted by rank 0.
+// Gloo through libtorch's c10d, on the store the ranks met through
+// (Rendezvous.cpp).
 //
 //===----------------------------------------------------------------------===//
 
 #include "pippy/Runtime/Comm.h"
 
-#include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <cstdlib>
 #include <fstream>
@@ -80,9 +75,7 @@ public:
     try {
       work->wait(rdzv.timeout);
     } catch (const std::exception &e) {
-      std::string detail = e.what();
-      if (auto nl = detail.find('\n'); nl != std::string::npos)
-        detail.resize(nl);
+      std::string detail = ::pippy::firstLine(e);
       std::string msg = what + ": ";
       bool timedOut = detail.find("imed out") != std::string::npos;
       char seconds[32];
@@ -130,7 +123,9 @@ public:
       options->devices.push_back(
           c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
     else
-      options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+      options->devices.push_back(
+          c10d::ProcessGroupGloo::createDeviceForHostname(
+              ::pippy::glooAddressTowardsMaster(rdzv)));
     options->threads = 2;
     try {
       group = c10::make_intrusive<c10d::ProcessGroupGloo>(this->store, rank,
@@ -141,7 +136,7 @@ public:
                     rdzv.timeout.count() / 1000.0);
       std::string msg = "rank " + std::to_string(rdzv.rank) +
                         ": cannot connect to the other ranks within " +
-                        seconds + " s: " + e.what();
+                        seconds + " s: " + ::pippy::firstLine(e);
       if (std::string failed = failedRanks(rdzv.failedRanksPath);
           !failed.empty())
         msg += "; " + failed;
@@ -216,35 +211,20 @@ private:
 
 namespace pippy {
 
-c10::intrusive_ptr<c10d::Store> openStore(const Rendezvous &rdzv) {
-  c10::intrusive_ptr<c10d::Store> store;
-  try {
-    if (!rdzv.storePath.empty()) {
-      store =
-          c10::make_intrusive<c10d::FileStore>(rdzv.storePath, rdzv.worldSize);
-    } else {
-      c10d::TCPStoreOptions options;
-      options.port = static_cast<uint16_t>(rdzv.masterPort);
-      options.isServer = rdzv.rank == 0;
-      options.numWorkers = rdzv.worldSize;
-      options.timeout = rdzv.timeout;
-      store = c10::make_intrusive<c10d::TCPStore>(rdzv.masterAddr, options);
-    }
-    store->setTimeout(rdzv.timeout);
-  } catch (const std::exception &e) {
-    throw CommError("rank " + std::to_string(rdzv.rank) +
-                    ": rendezvous failed: " + e.what());
-  }
-  return store;
-}
-
 std::unique_ptr<Communicator> createGlooCommunicator(const Rendezvous &rdzv) {
   c10::intrusive_ptr<c10d::Store> store = openStore(rdzv);
   std::vector<int> all(rdzv.worldSize);
   for (int r = 0; r < rdzv.worldSize; ++r)
     all[r] = r;
-  return std::make_unique<GlooCommunicator>(store, rdzv.rank, rdzv.worldSize,
-                                            all, rdzv);
+  try {
+    return std::make_unique<GlooCommunicator>(store, rdzv.rank, rdzv.worldSize,
+                                              all, rdzv);
+  } catch (const CommError &e) {
+    std::string missing = ranksNotJoined(*store, rdzv);
+    if (missing.empty())
+      throw;
+    throw CommError(std::string(e.what()) + "; " + missing);
+  }
 }
 
 /// The NCCL engine behind this interface (NcclCommunicator.cpp), where

@@ -40,14 +40,18 @@ bool Rendezvous::rankIsSet() {
 std::optional<Rendezvous> Rendezvous::fromEnvironment() {
   Rendezvous rdzv;
   std::optional<int> rank = envInt("RANK"), world = envInt("WORLD_SIZE"),
-                     local = envInt("LOCAL_RANK");
+                     local = envInt("LOCAL_RANK"),
+                     localWorld = envInt("LOCAL_WORLD_SIZE");
   if (!rank) {
     if ((rank = envInt("SLURM_PROCID"))) {
       world = envInt("SLURM_NTASKS");
       local = envInt("SLURM_LOCALID");
+      if (envInt("SLURM_NNODES") == 1)
+        localWorld = world;
     } else if ((rank = envInt("OMPI_COMM_WORLD_RANK"))) {
       world = envInt("OMPI_COMM_WORLD_SIZE");
       local = envInt("OMPI_COMM_WORLD_LOCAL_RANK");
+      localWorld = envInt("OMPI_COMM_WORLD_LOCAL_SIZE");
     }
   }
   if (!rank)
@@ -61,6 +65,9 @@ std::optional<Rendezvous> Rendezvous::fromEnvironment() {
   rdzv.rank = *rank;
   rdzv.worldSize = *world;
   rdzv.localRank = local.value_or(0);
+  rdzv.localWorldSize = localWorld.value_or(0);
+  if (const char *id = std::getenv("TORCHELASTIC_RUN_ID"); id && *id)
+    rdzv.runId = id;
   if (const char *store = std::getenv("PIPPY_STORE"))
     rdzv.storePath = store;
   if (const char *failed = std::getenv("PIPPY_FAILED_RANKS"))

@@ -141,6 +141,7 @@ void RankRunner::loadWeights() {
 }
 
 void RankRunner::connect() {
+  rdzv.pipelineHash = plan.pipelineHash;
   comm = rdzv.worldSize == 1 ? createLocalCommunicator()
                              : createCommunicator(options.backend, rdzv);
   checkRanksAgree();

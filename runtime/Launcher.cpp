@@ -17,6 +17,7 @@
 #include <optional>
 #include <poll.h>
 #include <string>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -169,7 +170,13 @@ void onSignal(int sig) { interrupted = sig; }
 /// default signal handling the launcher replaced, then the rank itself.
 [[noreturn]] void becomeRank(int out[2], int err[2],
                              std::vector<std::string> &env,
-                             const std::function<int()> &rankMain) {
+                             const std::function<int()> &rankMain,
+                             pid_t launcher) {
+  // A rank ends with its launcher, whatever ended it (kill -9 included):
+  // no orphan keeps the master port or a checkpoint folder busy.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != launcher)
+    _exit(1);
   dup2(out[1], STDOUT_FILENO);
   dup2(err[1], STDERR_FILENO);
   for (int fd : {out[0], out[1], err[0], err[1]})
@@ -277,13 +284,14 @@ int launch(const LaunchOptions &options, const std::function<int()> &rankMain) {
       env.push_back("PIPPY_STORE=" + storePath);
 
     std::fflush(nullptr); // nothing buffered here is written twice
+    pid_t launcher = getpid();
     pid_t pid = fork();
     if (pid < 0) {
       std::perror("pippy-run: error: fork");
       return 1;
     }
     if (pid == 0)
-      becomeRank(out, err, env, rankMain);
+      becomeRank(out, err, env, rankMain, launcher);
     close(out[1]);
     close(err[1]);
     r.pid = pid;

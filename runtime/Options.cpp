@@ -144,6 +144,11 @@ const std::vector<Option> &options() {
        text(&RunOptions::masterAddr)},
       {"master-port", "PORT", "rank 0's port (MASTER_PORT)",
        integer("master-port", &RunOptions::masterPort, 1)},
+      {"run-id", "ID",
+       "the job's name, the same on every node: ranks of another job that "
+       "reach this job's rendezvous are refused (default: "
+       "TORCHELASTIC_RUN_ID, or none)",
+       text(&RunOptions::runId)},
       {"backend", "gloo|nccl", "the communicator engine (default gloo)",
        [](RunOptions &o, const std::string &v) {
          return parseChoice("backend", v, {Backend::Gloo, Backend::Nccl},

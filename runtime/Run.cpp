@@ -232,7 +232,9 @@ int run(int argc, char **argv, Compiler *compiler) {
     return launchRanks(options, compiler, isIR,
                        [&] { return runMain(argc, argv, compiler); });
   Rendezvous one;
-  const Rendezvous &me = rdzv ? *rdzv : one;
+  Rendezvous &me = rdzv ? *rdzv : one;
+  if (!options.runId.empty())
+    me.runId = options.runId;
   runRank(options, me, [&] {
     if (first && me.rank == 0) {
       checkRank(*first, 0, me.worldSize, std::nullopt, options.programPath);

@@ -27,3 +27,21 @@ llvm_config.with_environment("PATH", "/usr/lib/llvm-22/bin", append_path=True)
 # The tools link LLVM's static components, not libLLVM.so (PIPPY_STATIC_LLVM).
 if config.pippy_static_llvm == "ON":
     config.available_features.add("static-llvm")
+
+# Network namespaces (root and iproute2): two-hosts.test runs two "hosts" on
+# one machine, joined by a virtual Ethernet pair.
+def _can_make_network_namespaces():
+    import subprocess
+    name = f"pippy-lit-probe-{os.getpid()}"
+    try:
+        made = subprocess.run(["ip", "netns", "add", name],
+                              capture_output=True).returncode == 0
+    except OSError:
+        return False
+    if made:
+        subprocess.run(["ip", "netns", "delete", name], capture_output=True)
+    return made
+
+
+if _can_make_network_namespaces():
+    config.available_features.add("netns")

@@ -161,17 +161,6 @@ SmallVector<Value> Importer::emitResults(jit::Graph &graph, Location loc) {
   return results;
 }
 
-jit::Module Importer::loadModule() {
-  if (!llvm::sys::fs::exists(options.modulePath))
-    fail("no such file");
-  try {
-    return jit::load(options.modulePath);
-  } catch (const c10::Error &e) {
-    fail("cannot load TorchScript module '" + options.modulePath +
-         "': " + e.what_without_backtrace());
-  }
-}
-
 /// Parameters and buffers in named_parameters()/named_buffers() order; a
 /// tensor reachable under several names is stored once, under its first.
 void Importer::collectParameters(jit::Module &module) {

@@ -8,6 +8,7 @@
 //   TorchScriptNodes.cpp     running and emitting one node of the graph
 //   TorchScriptShadow.cpp    data-dependent shapes: the shadow run
 //   TorchScriptAliasing.cpp  in-place writes through views
+//   TorchScriptLoad.cpp      loading the archive, first in a child process
 //
 // Only these files see both libtorch and MLIR. They are compiled with
 // exceptions: a failure throws ImportError, which importTorchScript turns

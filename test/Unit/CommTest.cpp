@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include <cstdlib>
 #include <functional>
@@ -83,6 +84,75 @@ TEST(CommTest, AllReducesBFloat16AndComplex) {
     comm.allReduceSum(z, "sum")->wait();
     EXPECT_TRUE(z.equal(c + d)) << "rank " << r;
   });
+}
+
+Rendezvous jobRank(int rank, const std::string &runId, uint64_t hash) {
+  Rendezvous rdzv;
+  rdzv.rank = rank;
+  rdzv.worldSize = 2;
+  rdzv.runId = runId;
+  rdzv.pipelineHash = hash;
+  rdzv.masterAddr = "node0";
+  rdzv.masterPort = 1234;
+  rdzv.timeout = std::chrono::milliseconds(200);
+  return rdzv;
+}
+
+/// The message of the CommError `join` throws ("" when it throws none).
+std::string joinError(const std::function<void()> &join) {
+  try {
+    join();
+  } catch (const CommError &e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Rank 0 records the job; a rank of another run id or pipeline is refused
+// naming both jobs, and the job's own rank joins.
+TEST(RendezvousTest, RefusesARankOfAnotherJob) {
+  c10d::HashStore store;
+  joinJob(store, jobRank(0, "a", 0xab));
+  EXPECT_EQ(joinError([&] { joinJob(store, jobRank(1, "b", 0xab)); }),
+            "rank 1: the job at node0:1234 (run id 'a', 2 ranks, pipeline "
+            "00000000000000ab) is not this rank's (run id 'b', 2 ranks, "
+            "pipeline 00000000000000ab): give each job its own "
+            "--master-port, and every node of one job the same --run-id, "
+            "executables and world size");
+  EXPECT_NE(joinError([&] { joinJob(store, jobRank(1, "a", 0xac)); }), "");
+  EXPECT_EQ(joinError([&] { joinJob(store, jobRank(1, "a", 0xab)); }), "");
+}
+
+// A rank number claimed by another process is refused, naming that process.
+TEST(RendezvousTest, RefusesARankClaimedTwice) {
+  c10d::HashStore store;
+  joinJob(store, jobRank(0, "a", 1));
+  std::string other = "host elsewhere pid 1";
+  store.set("pippy/rank/1", std::vector<uint8_t>(other.begin(), other.end()));
+  std::string error = joinError([&] { joinJob(store, jobRank(1, "a", 1)); });
+  EXPECT_EQ(error.rfind("rank 1: claimed already by host elsewhere pid 1 "
+                        "(this is host ",
+                        0),
+            0u)
+      << error;
+}
+
+// A rank that finds no job recorded within the timeout says so.
+TEST(RendezvousTest, NamesAMissingRankZero) {
+  c10d::HashStore store;
+  store.setTimeout(std::chrono::milliseconds(200)); // as openStore sets it
+  std::string error = joinError([&] { joinJob(store, jobRank(1, "a", 1)); });
+  EXPECT_EQ(error.rfind("rank 1: no rank 0 at node0:1234 within 0.2 s", 0), 0u)
+      << error;
+}
+
+// c10's errors are quoted by their first line, without the backtrace.
+TEST(RendezvousTest, QuotesTheFirstLineOfAnError) {
+  try {
+    TORCH_CHECK(false, "Socket Timeout\nsecond line");
+  } catch (const std::exception &e) {
+    EXPECT_EQ(firstLine(e), "Socket Timeout");
+  }
 }
 
 } // namespace

@@ -95,6 +95,14 @@ struct Rendezvous {
   std::chrono::milliseconds timeout{60000};
   /// Where the launcher records ranks that died (may be empty).
   std::string failedRanksPath;
+  /// Ranks on this host (LOCAL_WORLD_SIZE and its kin; the world when
+  /// unset): fewer than the world means a multi-host run.
+  int localWorldSize = 0;
+  /// What makes ranks one job (Rendezvous.cpp): a rank whose run id, world
+  /// size or pipeline (the hash of its executables) differs from rank 0's is
+  /// refused at the rendezvous, before it can disturb the job.
+  std::string runId = "none";
+  uint64_t pipelineHash = 0;
 
   /// Reads RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT (or
   /// Slurm's SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID, Open MPI's
@@ -106,9 +114,32 @@ struct Rendezvous {
   static bool rankIsSet();
 };
 
+/// The first line of a libtorch error, without c10's backtrace: what a
+/// CommError quotes (Rendezvous.cpp).
+std::string firstLine(const std::exception &e);
+
 /// The store ranks meet through: a FileStore at `storePath`, or a TCPStore
-/// hosted by rank 0. Throws CommError when it cannot be reached.
+/// hosted by rank 0. Throws CommError when it cannot be reached, or when
+/// this rank cannot join the job there (joinJob).
 c10::intrusive_ptr<c10d::Store> openStore(const Rendezvous &rdzv);
+
+/// Joins the job at `store`: rank 0 records the job (run id, world size,
+/// pipeline hash), every other rank checks that it is that job, and each
+/// rank claims its rank number once. Throws CommError naming both sides
+/// when a rank of another job, or a second process with the same rank,
+/// arrives (Rendezvous.cpp).
+void joinJob(c10d::Store &store, const Rendezvous &rdzv);
+
+/// Which ranks have not claimed their number at `store` ("rank 1 has not
+/// joined this job ..."), for an error; empty when all have.
+std::string ranksNotJoined(c10d::Store &store, const Rendezvous &rdzv);
+
+/// The address Gloo listens on in a multi-host run where GLOO_SOCKET_IFNAME
+/// is unset: this host's address on the route to the master, or where that
+/// is loopback (the master's name resolves to this host's loopback), the
+/// first other address of an interface that is up. Throws when there is
+/// none (Rendezvous.cpp).
+std::string glooAddressTowardsMaster(const Rendezvous &rdzv);
 
 /// The Gloo engine (c10d ProcessGroupGloo). Blocks until every rank joined
 /// or the timeout passed.

@@ -86,6 +86,7 @@ struct RunOptions {
   int nodeRank = 0;
   std::string masterAddr;
   int masterPort = 0;
+  std::string runId; ///< empty: TORCHELASTIC_RUN_ID, or "none"
 
   int microbatchCount() const { return microbatches.value_or(1); }
   int ranksPerNode() const { return nproc.value_or(1); }

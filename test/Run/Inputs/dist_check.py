@@ -18,6 +18,10 @@ CASE is one of:
            its losses and weights must equal the one-node --nproc 2 run's.
            Then node 1 is started with other --steps and no --save-weights:
            both nodes must stop before the first step, naming those options.
+  job      two nodes on one master port where a third process arrives: one
+           with another run id (TORCHELASTIC_RUN_ID) is refused naming both
+           jobs, and a second node 1 (a node rank given twice) is refused
+           naming the process that holds rank 1; the job trains on.
 Prints one line per check; exits non-zero when one fails.
 """
 import json
@@ -56,6 +60,18 @@ def build(out, bindir):
                    check=True)
 
 
+def step_losses(path):
+    """{step: loss} of a --metrics file."""
+    return {s["step"]: s["loss"] for s in json.load(open(path))["steps"]}
+
+
+def same_weights(path_a, path_b):
+    """Whether two weight files hold the same tensors, bit for bit."""
+    wa, _ = st.load(path_a)
+    wb, _ = st.load(path_b)
+    return set(wa) == set(wb) and all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
 def train(out, bindir, steps, extra):
     cmd = [f"{bindir}/pippy-run", f"{out}/pipe.mlir", "--nproc", "2",
            "--schedule", "1f1b", "--microbatches", str(M), "--steps",
@@ -87,15 +103,14 @@ def resume(out, bindir):
                                   f"{out}/resumed.safetensors"])
     resumed_from = [line for line in text.splitlines() if "resuming" in line]
     print(resumed_from[0] if resumed_from else "no resume line")
-    a = {s["step"]: s["loss"] for s in json.load(open(f"{out}/full.json"))["steps"]}
-    b = {s["step"]: s["loss"] for s in json.load(open(f"{out}/resumed.json"))["steps"]}
+    a = step_losses(f"{out}/full.json")
+    b = step_losses(f"{out}/resumed.json")
     same = sorted(b) == [5, 6] and all(a[k] == b[k] for k in b)
     ok &= same
     print(f"resumed losses {'ok' if same else 'MISMATCH'}: steps "
           f"{sorted(b)}: " + ", ".join(f"{b[k]:.6f}/{a[k]:.6f}" for k in sorted(b)))
-    wa, _ = st.load(f"{out}/full.safetensors")
-    wb, _ = st.load(f"{out}/resumed.safetensors")
-    same = set(wa) == set(wb) and all(torch.equal(wa[k], wb[k]) for k in wa)
+    same = same_weights(f"{out}/full.safetensors",
+                        f"{out}/resumed.safetensors")
     ok &= same
     print(f"resumed weights {'ok' if same else 'MISMATCH'}")
     return ok
@@ -131,9 +146,8 @@ def nodes(out, bindir):
     same = len(a) == 3 and a == b
     print(f"two-node losses {'ok' if same else 'MISMATCH'}: "
           + ", ".join(f"{x:.6f}/{y:.6f}" for x, y in zip(b, a)))
-    wa, _ = st.load(f"{out}/one-node.safetensors")
-    wb, _ = st.load(f"{out}/two-nodes.safetensors")
-    same_w = set(wa) == set(wb) and all(torch.equal(wa[k], wb[k]) for k in wa)
+    same_w = same_weights(f"{out}/one-node.safetensors",
+                          f"{out}/two-nodes.safetensors")
     print(f"two-node weights {'ok' if same_w else 'MISMATCH'}")
 
     codes, texts = run_nodes(out, bindir, [["--steps", "3", "--save-weights",
@@ -149,22 +163,62 @@ def nodes(out, bindir):
     return same and same_w and stopped
 
 
+def start_node(out, bindir, node, port, extra, env=None, microbatches=M):
+    """Starts pippy-run as node `node` of two (one rank each)."""
+    cmd = [f"{bindir}/pippy-run", f"{out}/pipe.mlir", "--nproc", "1",
+           "--nnodes", "2", "--node-rank", str(node),
+           "--master-addr", "127.0.0.1", "--master-port", port,
+           "--schedule", "1f1b", "--microbatches", str(microbatches), "--data",
+           f"{out}/data.safetensors", "--optimizer", "adamw", "--lr",
+           "0.01", "--timeout", "20"] + extra
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True,
+                            env=None if env is None else {**os.environ, **env})
+
+
 def run_nodes(out, bindir, extras):
     """Runs one pippy-run per node (one rank each) with a fresh port;
     returns their exit statuses and outputs."""
     port = str(free_port())
-    procs = []
-    for node, extra in enumerate(extras):
-        cmd = [f"{bindir}/pippy-run", f"{out}/pipe.mlir", "--nproc", "1",
-               "--nnodes", str(len(extras)), "--node-rank", str(node),
-               "--master-addr", "127.0.0.1", "--master-port", port,
-               "--schedule", "1f1b", "--microbatches", str(M), "--data",
-               f"{out}/data.safetensors", "--optimizer", "adamw", "--lr",
-               "0.01", "--timeout", "20"] + extra
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True))
+    procs = [start_node(out, bindir, node, port, extra)
+             for node, extra in enumerate(extras)]
     texts = [proc.communicate(timeout=120)[0] for proc in procs]
     return [proc.returncode for proc in procs], texts
+
+
+def job(out, bindir):
+    """Processes that reach a job's master port without being its ranks."""
+    port = str(free_port())
+    # Long enough that a node 1 started with the real one arrives before
+    # the job ends.
+    steps = ["--steps", "300"]
+    node0 = start_node(out, bindir, 0, port, steps + ["--run-id", "a"])
+    other = start_node(out, bindir, 1, port, steps,
+                       {"TORCHELASTIC_RUN_ID": "b"})
+    text = other.communicate(timeout=60)[0]
+    print(f"another job's node 1: exit status {other.returncode}")
+    print("\n".join(line for line in text.splitlines() if "error" in line))
+    # Same run id, another pipeline (the micro-batch count is lowered in).
+    unlike = start_node(out, bindir, 1, port, steps + ["--run-id", "a"],
+                        microbatches=2 * M)
+    text = unlike.communicate(timeout=60)[0]
+    print(f"a node 1 with another pipeline: exit status {unlike.returncode}")
+    print("\n".join(line for line in text.splitlines() if "error" in line))
+    # Node 1 given twice, started together: one claims rank 1 and trains,
+    # the other is refused.
+    pair = [start_node(out, bindir, 1, port, steps,
+                       {"TORCHELASTIC_RUN_ID": "a"}),
+            start_node(out, bindir, 1, port, steps + ["--run-id", "a"])]
+    texts = [p.communicate(timeout=120)[0] for p in pair]
+    node0.communicate(timeout=120)
+    twice = sorted(p.returncode for p in pair)
+    print(f"node rank 1 given twice: exit statuses {twice}")
+    print("\n".join(line for t in texts for line in t.splitlines()
+                    if "error" in line))
+    codes = [node0.returncode, twice[0]]
+    print(f"the job's nodes: exit statuses {codes}")
+    return codes == [0, 0] and twice == [0, 1] and all(
+        p.returncode != 0 for p in (other, unlike))
 
 
 def children(pid):
@@ -229,6 +283,8 @@ def main():
         ok = resume(out, bindir)
     elif case == "nodes":
         ok = nodes(out, bindir)
+    elif case == "job":
+        ok = job(out, bindir)
     elif case == "kill":
         ok = fail_rank(out, bindir, signal.SIGKILL)
     else:
