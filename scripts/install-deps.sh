@@ -10,6 +10,7 @@ packages=(
   libgtest-dev python3-numpy libzstd-dev zlib1g-dev
   python3-torchvision python3-torchtext python3-torchaudio
   libmimalloc-dev
+  iproute2  # two-hosts.test: network namespaces, where the tests run as root
   flatbuffers-compiler libflatbuffers-dev nlohmann-json3-dev
 )
 
