@@ -22,6 +22,8 @@ CASE is one of:
            with another run id (TORCHELASTIC_RUN_ID) is refused naming both
            jobs, and a second node 1 (a node rank given twice) is refused
            naming the process that holds rank 1; the job trains on.
+  alone    node 0 of two whose node 1 never starts: one error line after
+           the timeout, naming rank 1.
 Prints one line per check; exits non-zero when one fails.
 """
 import json
@@ -191,7 +193,7 @@ def job(out, bindir):
     port = str(free_port())
     # Long enough that a node 1 started with the real one arrives before
     # the job ends.
-    steps = ["--steps", "300"]
+    steps = ["--steps", "1500"]
     node0 = start_node(out, bindir, 0, port, steps + ["--run-id", "a"])
     other = start_node(out, bindir, 1, port, steps,
                        {"TORCHELASTIC_RUN_ID": "b"})
@@ -219,6 +221,14 @@ def job(out, bindir):
     print(f"the job's nodes: exit statuses {codes}")
     return codes == [0, 0] and twice == [0, 1] and all(
         p.returncode != 0 for p in (other, unlike))
+
+
+def alone(out, bindir):
+    node0 = start_node(out, bindir, 0, str(free_port()), ["--timeout", "2"])
+    text = node0.communicate(timeout=60)[0]
+    print(f"node 0 alone: exit status {node0.returncode}")
+    print(text, end="")
+    return node0.returncode == 1
 
 
 def children(pid):
@@ -285,6 +295,8 @@ def main():
         ok = nodes(out, bindir)
     elif case == "job":
         ok = job(out, bindir)
+    elif case == "alone":
+        ok = alone(out, bindir)
     elif case == "kill":
         ok = fail_rank(out, bindir, signal.SIGKILL)
     else:
