@@ -176,6 +176,9 @@ c10::intrusive_ptr<c10d::Store> openStore(const Rendezvous &rdzv) {
       options.port = static_cast<uint16_t>(rdzv.masterPort);
       options.isServer = rdzv.rank == 0;
       options.numWorkers = rdzv.worldSize;
+      // Ranks wait for each other once, in the engine's connect, so that a
+      // missing peer costs one --timeout, not two.
+      options.waitWorkers = false;
       options.timeout = rdzv.timeout;
       store = c10::make_intrusive<c10d::TCPStore>(rdzv.masterAddr, options);
     }
