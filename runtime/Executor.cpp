@@ -29,6 +29,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "MemoryMeter.h"
 #include "Rank.h"
 
 #include "TensorFile.h"
@@ -74,6 +75,8 @@ StageRun &RankRunner::stageRun(int stage) {
 
 void RankRunner::run() {
   setThreads(options.threads);
+  if (!options.metricsPath.empty())
+    installMemoryMeter();
   if (plan.rank != rank)
     throw RuntimeError(executable.name() + " is rank " +
                        std::to_string(plan.rank) + "'s executable, not rank " +
@@ -273,10 +276,16 @@ void RankRunner::runAction(const ScheduledAction &action, int step,
   int m = action.microbatch;
   StageRun &run = stageRun(action.stage);
   switch (action.kind) {
-  case K::Forward:
+  case K::Forward: {
+    int64_t before = liveCpuBytes();
     forward(run, m, cursor + m * plan.microbatchRows(), /*training=*/true);
+    int64_t kept = liveCpuBytes() - before;
+    forwardBytes[{action.stage, m}] = kept;
+    activationBytes += kept;
+    peakActivationBytes = std::max(peakActivationBytes, activationBytes);
     peakInflight = std::max(peakInflight, ++inflight);
     break;
+  }
   case K::Backward:
   case K::BackwardInput:
   case K::BackwardWeight:
@@ -288,7 +297,10 @@ void RankRunner::runAction(const ScheduledAction &action, int step,
       backwardWeight(run, m);
     backwardSeconds +=
         std::chrono::duration<double>(Clock::now() - begin).count();
-    inflight -= action.kind != K::BackwardInput;
+    if (action.kind != K::BackwardInput) {
+      --inflight;
+      activationBytes -= forwardBytes[{action.stage, m}];
+    }
     break;
   case K::SendF:
     sendForward(run, m);

@@ -188,6 +188,10 @@ private:
   double stepLoss = 0;
   double busySeconds = 0;
   int peakInflight = 0;
+  /// What each in-flight (stage, micro-batch)'s forward left allocated,
+  /// their sum now, and the sum's peak (MemoryMeter.h; for --metrics).
+  std::map<std::pair<int, int>, int64_t> forwardBytes;
+  int64_t activationBytes = 0, peakActivationBytes = 0;
   Clock::time_point epoch = Clock::now();
   std::vector<TraceEvent> events;
 };

@@ -86,10 +86,11 @@ void RankRunner::finish(int firstStep, const std::vector<double> &losses,
                         double wallSeconds) {
   int W = rdzv.worldSize;
   int64_t n = static_cast<int64_t>(stepSeconds.size());
-  at::Tensor stats = at::zeros({3 * W}, at::kDouble);
-  stats[3 * rank] = busySeconds;
-  stats[3 * rank + 1] = wallSeconds;
-  stats[3 * rank + 2] = static_cast<double>(peakInflight);
+  at::Tensor stats = at::zeros({4 * W}, at::kDouble);
+  stats[4 * rank] = busySeconds;
+  stats[4 * rank + 1] = wallSeconds;
+  stats[4 * rank + 2] = static_cast<double>(peakInflight);
+  stats[4 * rank + 3] = static_cast<double>(peakActivationBytes);
   at::Tensor times = at::zeros({W, std::max<int64_t>(n, 1)}, at::kDouble);
   for (int64_t i = 0; i < n; ++i)
     times[rank][i] = stepSeconds[i];
@@ -113,11 +114,13 @@ void RankRunner::finish(int firstStep, const std::vector<double> &losses,
   }
   double busy = 0, wall = 0;
   for (int r = 0; r < W; ++r) {
-    busy += stats[3 * r].item<double>();
-    wall = std::max(wall, stats[3 * r + 1].item<double>());
+    busy += stats[4 * r].item<double>();
+    wall = std::max(wall, stats[4 * r + 1].item<double>());
     metrics.peakInflight.push_back(
-        static_cast<int64_t>(stats[3 * r + 2].item<double>()));
-    metrics.busySeconds.push_back(stats[3 * r].item<double>());
+        static_cast<int64_t>(stats[4 * r + 2].item<double>()));
+    metrics.peakActivationBytes.push_back(
+        static_cast<int64_t>(stats[4 * r + 3].item<double>()));
+    metrics.busySeconds.push_back(stats[4 * r].item<double>());
   }
   metrics.bubbleFraction = wall > 0 ? 1 - busy / (W * wall) : 0;
   if (plan.holdsOutput() && !options.metricsPath.empty())

@@ -28,6 +28,7 @@ std::string metricsJson(const RunMetrics &metrics) {
   return dump({{"steps", std::move(steps)},
                {"bubble_fraction", metrics.bubbleFraction},
                {"peak_inflight_microbatches", metrics.peakInflight},
+               {"peak_activation_bytes", metrics.peakActivationBytes},
                {"busy_s", metrics.busySeconds},
                {"schedule", metrics.schedule},
                {"ranks", metrics.ranks}});

@@ -6,6 +6,7 @@
 //   metrics  {"steps": [{"step": 1, "loss": 2.30, "step_time_s": 0.12,
 //             "samples_per_s": 533.0, "rank_step_time_s": [...]}, ...],
 //             "bubble_fraction": 0.11, "peak_inflight_microbatches": [2, 1],
+//             "peak_activation_bytes": [65536, 32768],
 //             "busy_s": [...], "schedule": "1f1b", "ranks": 2}
 //   trace    Chrome/Perfetto JSON: {"traceEvents": [...], "displayTimeUnit":
 //            "ms"}, one process per rank, complete events ("ph": "X") named
@@ -34,7 +35,11 @@ struct RunMetrics {
   std::vector<StepMetrics> steps;
   double bubbleFraction = 0;
   std::vector<int64_t> peakInflight; ///< per rank
-  std::vector<double> busySeconds;   ///< per rank
+  /// Per rank: the most bytes the forwards of in-flight micro-batches left
+  /// allocated at once (what each forward allocated and did not free before
+  /// its backward), measured by the CPU allocator.
+  std::vector<int64_t> peakActivationBytes;
+  std::vector<double> busySeconds; ///< per rank
   std::string schedule;
   int ranks = 1;
 };

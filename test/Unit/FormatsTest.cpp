@@ -31,6 +31,7 @@ TEST(MetricsFormat, WritesEveryStepAndTheRunsFigures) {
   metrics.steps.push_back({2, 2.25, 0.125, 128.0, {0.125, 0.1}});
   metrics.bubbleFraction = 0.111;
   metrics.peakInflight = {2, 1};
+  metrics.peakActivationBytes = {2048, 648};
   metrics.busySeconds = {0.3, 0.28};
   metrics.schedule = "1f1b";
   metrics.ranks = 2;
@@ -43,6 +44,7 @@ TEST(MetricsFormat, WritesEveryStepAndTheRunsFigures) {
   EXPECT_EQ(j["steps"][0]["rank_step_time_s"].size(), 2u);
   EXPECT_DOUBLE_EQ(j["bubble_fraction"].get<double>(), 0.111);
   EXPECT_EQ(j["peak_inflight_microbatches"], json({2, 1}));
+  EXPECT_EQ(j["peak_activation_bytes"], json({2048, 648}));
   EXPECT_EQ(j["schedule"], "1f1b");
   EXPECT_EQ(j["ranks"], 2);
 }
