@@ -29,18 +29,26 @@ if config.pippy_static_llvm == "ON":
     config.available_features.add("static-llvm")
 
 # Network namespaces (root and iproute2): two-hosts.test runs two "hosts" on
-# one machine, joined by a virtual Ethernet pair.
+# one machine, joined by a virtual Ethernet pair. The probe does what the
+# test does: a namespace, a command run in it, a veth pair.
 def _can_make_network_namespaces():
     import subprocess
     name = f"pippy-lit-probe-{os.getpid()}"
-    try:
-        made = subprocess.run(["ip", "netns", "add", name],
-                              capture_output=True).returncode == 0
-    except OSError:
+    veth = f"plp{os.getpid()}"
+    def ip(*args):
+        try:
+            return subprocess.run(["ip", *args], capture_output=True,
+                                  timeout=20).returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+    if not ip("netns", "add", name):
         return False
-    if made:
-        subprocess.run(["ip", "netns", "delete", name], capture_output=True)
-    return made
+    works = (ip("netns", "exec", name, "ip", "link", "set", "lo", "up") and
+             ip("link", "add", veth, "type", "veth", "peer", "name",
+                veth + "b"))
+    ip("link", "delete", veth)
+    ip("netns", "delete", name)
+    return works
 
 
 if _can_make_network_namespaces():
