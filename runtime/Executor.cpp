@@ -38,6 +38,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <dlfcn.h>
@@ -410,6 +411,9 @@ namespace pippy {
 
 void runRank(const RunOptions &options, const Rendezvous &given,
              const std::function<rt::LoadedExecutable()> &load) {
+  // A peer that dies closes its sockets: writing to one must fail (EPIPE)
+  // and be reported naming the peer, not end this rank with SIGPIPE.
+  std::signal(SIGPIPE, SIG_IGN);
   Rendezvous rdzv = given;
   rdzv.timeout = std::chrono::milliseconds(
       static_cast<int64_t>(options.timeoutSeconds * 1000));

@@ -181,8 +181,8 @@ void onSignal(int sig) { interrupted = sig; }
   dup2(err[1], STDERR_FILENO);
   for (int fd : {out[0], out[1], err[0], err[1]})
     close(fd);
-  for (int sig : {SIGINT, SIGTERM, SIGPIPE})
-    std::signal(sig, SIG_DFL);
+  for (int sig : {SIGINT, SIGTERM})
+    std::signal(sig, SIG_DFL); // SIGPIPE stays ignored: see runRank
   clearenv();
   for (std::string &kv : env)
     putenv(kv.data());
