@@ -78,9 +78,7 @@ public:
       std::string detail = ::pippy::firstLine(e);
       std::string msg = what + ": ";
       bool timedOut = detail.find("imed out") != std::string::npos;
-      char seconds[32];
-      std::snprintf(seconds, sizeof(seconds), "%g",
-                    rdzv.timeout.count() / 1000.0);
+      std::string seconds = ::pippy::timeoutSeconds(rdzv.timeout);
       msg += peer >= 0
                  ? (timedOut ? "no answer from rank " + std::to_string(peer) +
                                    " within " + seconds + " s (--timeout)"
@@ -109,31 +107,33 @@ private:
   at::Tensor result;
 };
 
+using GlooDevice = std::shared_ptr<::gloo::transport::Device>;
+
+/// Where this rank's Gloo listens: GLOO_SOCKET_IFNAME's interface, loopback
+/// on one host, else its address towards the master (Rendezvous.cpp).
+GlooDevice glooDevice(const Rendezvous &rdzv) {
+  if (const char *ifname = std::getenv("GLOO_SOCKET_IFNAME"))
+    return c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
+  return c10d::ProcessGroupGloo::createDeviceForHostname(
+      rdzv.singleNode ? "127.0.0.1" : ::pippy::glooAddressTowardsMaster(rdzv));
+}
+
 class GlooCommunicator : public Communicator {
 public:
+  /// `device`: the world's, which its sub-groups share.
   GlooCommunicator(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
-                   std::vector<int> globalRanks, const Rendezvous &rdzv)
+                   std::vector<int> globalRanks, const Rendezvous &rdzv,
+                   GlooDevice device)
       : store(std::move(store)), globalRanks(std::move(globalRanks)),
-        rdzv(rdzv) {
+        rdzv(rdzv), device(std::move(device)) {
     auto options = c10d::ProcessGroupGloo::Options::create(rdzv.timeout);
-    if (const char *ifname = std::getenv("GLOO_SOCKET_IFNAME"))
-      options->devices.push_back(
-          c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
-    else if (rdzv.singleNode)
-      options->devices.push_back(
-          c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-    else
-      options->devices.push_back(
-          c10d::ProcessGroupGloo::createDeviceForHostname(
-              ::pippy::glooAddressTowardsMaster(rdzv)));
+    options->devices.push_back(this->device);
     options->threads = 2;
     try {
       group = c10::make_intrusive<c10d::ProcessGroupGloo>(this->store, rank,
                                                           size, options);
     } catch (const std::exception &e) {
-      char seconds[32];
-      std::snprintf(seconds, sizeof(seconds), "%g",
-                    rdzv.timeout.count() / 1000.0);
+      std::string seconds = ::pippy::timeoutSeconds(rdzv.timeout);
       std::string msg = "rank " + std::to_string(rdzv.rank) +
                         ": cannot connect to the other ranks within " +
                         seconds + " s: " + ::pippy::firstLine(e);
@@ -190,7 +190,7 @@ public:
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>(name, store);
     return std::make_unique<GlooCommunicator>(
         prefixed, static_cast<int>(it - ranks.begin()),
-        static_cast<int>(ranks.size()), ranks, rdzv);
+        static_cast<int>(ranks.size()), ranks, rdzv, device);
   }
 
 private:
@@ -205,6 +205,7 @@ private:
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
   std::vector<int> globalRanks;
   Rendezvous rdzv;
+  GlooDevice device;
 };
 
 } // namespace
@@ -216,9 +217,10 @@ std::unique_ptr<Communicator> createGlooCommunicator(const Rendezvous &rdzv) {
   std::vector<int> all(rdzv.worldSize);
   for (int r = 0; r < rdzv.worldSize; ++r)
     all[r] = r;
+  GlooDevice device = glooDevice(rdzv);
   try {
     return std::make_unique<GlooCommunicator>(store, rdzv.rank, rdzv.worldSize,
-                                              all, rdzv);
+                                              all, rdzv, device);
   } catch (const CommError &e) {
     std::string missing = ranksNotJoined(*store, rdzv);
     if (missing.empty())

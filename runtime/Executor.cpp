@@ -29,11 +29,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "MemoryMeter.h"
 #include "Rank.h"
 
 #include "TensorFile.h"
 #include "Training.h"
+#include "pippy/Runtime/MemoryMeter.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>

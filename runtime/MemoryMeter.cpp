@@ -1,6 +1,6 @@
 //===- MemoryMeter.cpp - bytes the CPU allocator holds --------------------===//
 
-#include "MemoryMeter.h"
+#include "pippy/Runtime/MemoryMeter.h"
 
 #include <c10/core/Allocator.h>
 
@@ -15,8 +15,8 @@ std::atomic<int64_t> live{0};
 std::mutex blocksMutex;
 /// The size of each block alive, by address. Context and data are the same
 /// pointer, as Allocator::raw_allocate requires (oneDNN allocates so).
-std::unordered_map<void *, int64_t> *blockSizes =
-    new std::unordered_map<void *, int64_t>; // outlives every tensor
+std::unordered_map<const void *, int64_t> *blockSizes =
+    new std::unordered_map<const void *, int64_t>; // outlives every tensor
 c10::DeleterFnPtr innerDelete = nullptr;
 
 void release(void *data) {
@@ -71,5 +71,13 @@ void installMemoryMeter() {
 }
 
 int64_t liveCpuBytes() { return live.load(); }
+
+std::optional<int64_t> liveBlockBytes(const void *data) {
+  std::lock_guard<std::mutex> lock(blocksMutex);
+  auto it = blockSizes->find(data);
+  if (it == blockSizes->end())
+    return std::nullopt;
+  return it->second;
+}
 
 } // namespace pippy::rt

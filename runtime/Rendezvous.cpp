@@ -46,12 +46,6 @@ std::string text(const std::vector<uint8_t> &b) {
   return std::string(b.begin(), b.end());
 }
 
-std::string seconds(std::chrono::milliseconds t) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%g", t.count() / 1000.0);
-  return buf;
-}
-
 /// What every rank of one job agrees on.
 std::string jobText(const Rendezvous &rdzv) {
   char hash[20];
@@ -82,7 +76,7 @@ std::string recordedJob(c10d::Store &store, const Rendezvous &rdzv) {
     return text(store.get("pippy/job"));
   } catch (const std::exception &e) {
     throw CommError("rank " + std::to_string(rdzv.rank) + ": no rank 0 at " +
-                    where(rdzv) + " within " + seconds(rdzv.timeout) +
+                    where(rdzv) + " within " + timeoutSeconds(rdzv.timeout) +
                     " s (--timeout): " + firstLine(e));
   }
 }
@@ -155,6 +149,12 @@ void quietStoreLogs() {
 }
 
 } // namespace
+
+std::string timeoutSeconds(std::chrono::milliseconds timeout) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", timeout.count() / 1000.0);
+  return text;
+}
 
 std::string firstLine(const std::exception &e) {
   const auto *c10 = dynamic_cast<const c10::Error *>(&e);

@@ -5,13 +5,16 @@
 // is therefore read once in a child process first; the child reports the
 // loader's error through a pipe, and a child that crashes is an error here,
 // not a crash of pippy-import. Only an archive that loads there is loaded
-// again in this process, and its tensors are checked against their data
-// before anything reads them: the reader takes a tensor's sizes from the
-// pickle and its bytes from a separate record without comparing the two.
+// again in this process, through the memory meter, and its tensors are
+// checked against their data before anything reads them: the reader takes a
+// tensor's sizes from the pickle and its bytes from a separate record
+// without comparing the two.
 //
 //===----------------------------------------------------------------------===//
 
 #include "TorchScriptImpl.h"
+
+#include "pippy/Runtime/MemoryMeter.h"
 
 #include <torch/csrc/jit/ir/constants.h>
 
@@ -24,7 +27,6 @@
 #include <optional>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <unordered_map>
 
 namespace pippy::torchscript {
 namespace {
@@ -117,46 +119,15 @@ std::optional<uint64_t> bytesSpanned(const at::Tensor &t) {
   return bytes;
 }
 
-/// The CPU allocator while an archive loads: it remembers the size of each
-/// block it hands out, which is the size of each data record the reader
-/// read (a storage's own size comes from the pickle and may claim more).
-class RecordingAllocator : public c10::Allocator {
-public:
-  RecordingAllocator() : inner(c10::GetAllocator(c10::DeviceType::CPU)) {
-    c10::SetAllocator(c10::DeviceType::CPU, this, kPriority);
-  }
-  ~RecordingAllocator() override {
-    c10::SetAllocator(c10::DeviceType::CPU, inner, kPriority);
-  }
-  c10::DataPtr allocate(size_t n) const override {
-    c10::DataPtr block = inner->allocate(n);
-    sizes[block.get()] = n;
-    return block;
-  }
-  c10::DeleterFnPtr raw_deleter() const override {
-    return inner->raw_deleter();
-  }
-  /// The size of the block at `p`, where this allocator handed it out.
-  std::optional<uint64_t> sizeAt(const void *p) const {
-    auto it = sizes.find(p);
-    return it == sizes.end() ? std::nullopt
-                             : std::optional<uint64_t>(it->second);
-  }
-
-private:
-  static constexpr uint8_t kPriority = 100; // above libtorch's own
-  c10::Allocator *inner;
-  mutable std::unordered_map<const void *, uint64_t> sizes;
-};
-
 /// Why `t` (named `what`) reads past its data; empty when it does not.
-std::string outsideItsData(const at::Tensor &t, const std::string &what,
-                           const RecordingAllocator &blocks) {
+std::string outsideItsData(const at::Tensor &t, const std::string &what) {
   if (t.layout() != at::kStrided || !t.has_storage())
     return "";
   std::optional<uint64_t> needed = bytesSpanned(t);
+  // The reader allocates each record's block at the record's size, and
+  // gives the storage the size the pickle claims.
   uint64_t held =
-      blocks.sizeAt(t.storage().data()).value_or(t.storage().nbytes());
+      rt::liveBlockBytes(t.storage().data()).value_or(t.storage().nbytes());
   if (needed && *needed <= held)
     return "";
   std::string sizes;
@@ -171,12 +142,11 @@ std::string outsideItsData(const at::Tensor &t, const std::string &what,
 
 /// The first tensor of `module` (attributes, and constants of its
 /// methods' graphs) that reads past its data, described; empty when none.
-std::string tensorOutsideItsData(const jit::Module &module,
-                                 const RecordingAllocator &blocks) {
+std::string tensorOutsideItsData(const jit::Module &module) {
   for (const auto &attr : module.named_attributes(/*recurse=*/true))
     if (attr.value.isTensor())
-      if (std::string why = outsideItsData(
-              attr.value.toTensor(), "tensor '" + attr.name + "'", blocks);
+      if (std::string why = outsideItsData(attr.value.toTensor(),
+                                           "tensor '" + attr.name + "'");
           !why.empty())
         return why;
   std::function<std::string(jit::Block *)> inBlock = [&](jit::Block *block) {
@@ -185,8 +155,8 @@ std::string tensorOutsideItsData(const jit::Module &module,
           node->output()->type()->cast<c10::TensorType>())
         if (std::optional<c10::IValue> value = jit::toIValue(node->output());
             value && value->isTensor())
-          if (std::string why = outsideItsData(value->toTensor(),
-                                               "a tensor constant", blocks);
+          if (std::string why =
+                  outsideItsData(value->toTensor(), "a tensor constant");
               !why.empty())
             return why;
       for (jit::Block *inner : node->blocks())
@@ -211,14 +181,14 @@ jit::Module Importer::loadModule() {
     fail("cannot load TorchScript module '" + options.modulePath +
          "': " + error);
   jit::Module module;
-  RecordingAllocator blocks;
+  rt::installMemoryMeter();
   try {
     module = jit::load(options.modulePath);
   } catch (const c10::Error &e) {
     fail("cannot load TorchScript module '" + options.modulePath +
          "': " + e.what_without_backtrace());
   }
-  if (std::string why = tensorOutsideItsData(module, blocks); !why.empty())
+  if (std::string why = tensorOutsideItsData(module); !why.empty())
     fail("cannot load TorchScript module '" + options.modulePath + "': " + why);
   return module;
 }

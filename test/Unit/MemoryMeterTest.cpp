@@ -1,6 +1,6 @@
 //===- MemoryMeterTest.cpp - the counting CPU allocator -------------------===//
 
-#include "MemoryMeter.h"
+#include "pippy/Runtime/MemoryMeter.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -16,6 +16,7 @@ TEST(MemoryMeterTest, CountsTheBytesOfLiveTensors) {
   {
     at::Tensor t = at::empty({1000}, at::kFloat);
     EXPECT_EQ(pippy::rt::liveCpuBytes() - before, 4000);
+    EXPECT_EQ(pippy::rt::liveBlockBytes(t.data_ptr()), 4000);
     at::Tensor u = at::empty({10}, at::kDouble);
     EXPECT_EQ(pippy::rt::liveCpuBytes() - before, 4080);
   }

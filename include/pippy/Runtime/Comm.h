@@ -114,6 +114,9 @@ struct Rendezvous {
   static bool rankIsSet();
 };
 
+/// A timeout as errors write it ("60", "0.2"): seconds (Rendezvous.cpp).
+std::string timeoutSeconds(std::chrono::milliseconds timeout);
+
 /// The first line of a libtorch error, without c10's backtrace: what a
 /// CommError quotes (Rendezvous.cpp).
 std::string firstLine(const std::exception &e);

@@ -1,12 +1,13 @@
 //===- MemoryMeter.h - bytes the CPU allocator holds ------------*- C++ -*-===//
 //
 // Counts the bytes of CPU tensors alive: once installed, every CPU block
-// libtorch allocates passes through a counting allocator. A rank installs it
-// for `--metrics`, to measure what each forward leaves allocated until its
-// backward (the micro-batch's activations) against the simulator's
-// prediction.
+// libtorch allocates passes through a counting allocator that knows each
+// block's size. A rank installs it for `--metrics`, to measure what each
+// forward leaves allocated until its backward (the micro-batch's
+// activations); pippy-import installs it before loading an archive, to learn
+// how many bytes each tensor's data record really holds.
 //
-// Runtime code: it uses libtorch.
+// Uses libtorch, nothing of LLVM or MLIR (library PippyMemoryMeter).
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +15,7 @@
 #define PIPPY_RUNTIME_MEMORYMETER_H
 
 #include <cstdint>
+#include <optional>
 
 namespace pippy::rt {
 
@@ -24,6 +26,10 @@ void installMemoryMeter();
 /// Bytes of CPU blocks allocated since installMemoryMeter and not yet freed
 /// (0 when it was never installed).
 int64_t liveCpuBytes();
+
+/// The size of the live block that starts at `data`, where the meter
+/// allocated it; nullopt otherwise.
+std::optional<int64_t> liveBlockBytes(const void *data);
 
 } // namespace pippy::rt
 
