@@ -69,7 +69,7 @@ void RankRunner::postReceives(StageRun &run, bool training) {
 /// "micro-batch 1 of step 3: rows 8-15 of data.safetensors", as errors
 /// name the rows a failing op read.
 std::string RankRunner::rowsText(int m, int64_t begin, int64_t rows) const {
-  std::string text = "micro-batch " + std::to_string(m);
+  std::string text = "micro-batch " + std::to_string(globalMicrobatch(m));
   if (currentStep > 0)
     text += " of step " + std::to_string(currentStep);
   int64_t total = data ? data->rows() : 0;
@@ -102,7 +102,7 @@ void RankRunner::forward(StageRun &run, int m, int64_t begin, bool training) {
     inputs.emplace_back(t);
   }
   mb.captured.clear();
-  RandomKey random{options.seed, currentStep, m};
+  RandomKey random{options.seed, currentStep, globalMicrobatch(m)};
   try {
     mb.outputs = run.program->run(
         inputs, params, training && !deferred.empty() ? &captureSlots : nullptr,
@@ -132,7 +132,7 @@ void RankRunner::forward(StageRun &run, int m, int64_t begin, bool training) {
                          e.what_without_backtrace() + " (" +
                          rowsText(m, begin, rows) + ")");
     }
-    stepLoss += mb.loss.item<double>() / plan.microbatches;
+    stepLoss += mb.loss.item<double>() / stepMicrobatches();
   }
 }
 

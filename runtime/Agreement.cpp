@@ -64,14 +64,18 @@ void RankRunner::checkRanksAgree() {
        onOff(options.checkpointDir) + " " +
            std::to_string(options.checkpointEvery)},
       {"--resume", options.resume ? "on" : "off"},
+      {"--dp, --dp-overlap and --zero",
+       std::to_string(options.dp) + (options.dpOverlap ? " on " : " off ") +
+           std::to_string(options.zero)},
   };
   int64_t n = static_cast<int64_t>(settings.size());
   at::Tensor rows = at::zeros({rdzv.worldSize, n}, at::kLong);
-  auto mine = rows[rank];
+  auto mine = rows[rdzv.rank];
   for (int64_t i = 0; i < n; ++i)
     // Kept below 2^62 so that the sum of one row and zeros cannot wrap.
     mine[i] = static_cast<int64_t>(fnv1a(settings[i].second) >> 2);
-  comm->allReduceSum(rows, where() + ": comparing the ranks' settings")->wait();
+  worldComm->allReduceSum(rows, where() + ": comparing the ranks' settings")
+      ->wait();
   auto all = rows.accessor<int64_t, 2>();
   std::string differ;
   for (int64_t i = 0; i < n; ++i) {

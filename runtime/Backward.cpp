@@ -27,7 +27,7 @@ std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>>
 RankRunner::backwardRoots(StageRun &run, MicroBatch &mb) {
   std::vector<at::Tensor> roots, grads;
   if (mb.loss.defined()) {
-    roots.push_back(mb.loss / static_cast<double>(plan.microbatches));
+    roots.push_back(mb.loss / static_cast<double>(stepMicrobatches()));
     grads.push_back(at::Tensor());
   }
   const HeldStage &stage = *run.plan;

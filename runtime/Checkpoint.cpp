@@ -6,9 +6,17 @@
 //   tensors   param:NAME              every weight of the rank's stage
 //             momentum_buffer:NAME    SGD with momentum
 //             exp_avg:NAME, exp_avg_sq:NAME   AdamW
-//   metadata  step, cursor (the data row the next step starts at), rank,
-//             world_size, optimizer, adamw_step:NAME
+//   metadata  step, cursor (the data row the next step starts at), rank
+//             (the pipeline rank), world_size (the pipeline's ranks),
+//             data_parallel (--dp), zero (--zero), optimizer,
+//             adamw_step:NAME
 //
+// With --dp, replica 0 writes (the replicas' weights and optimizer states
+// are equal), and every replica resumes from it; a step covers the same
+// rows for any --dp, so a checkpoint resumes under another --dp (or
+// --zero 1) too. With --zero 1 replica r > 0 also writes its share of the
+// optimizer state, rank<R>.replica<r>.safetensors (no param: tensors);
+// such a checkpoint resumes with the same --zero 1 --dp alone.
 // Every rank writes into D/step-K.tmp; once all have, rank 0 writes the
 // folder's manifest (CheckpointManifest.h: each file's size and checksum)
 // and renames the folder to D/step-K. `--resume` takes the newest folder
@@ -21,6 +29,7 @@
 
 #include "CheckpointManifest.h"
 #include "TensorFile.h"
+#include "Training.h"
 
 #include "pippy/Support/AtomicFile.h"
 
@@ -102,14 +111,41 @@ void loadOptimizerState(
   }
 }
 
-std::string rankFile(const std::string &dir, int rank) {
-  return dir + "/rank" + std::to_string(rank) + ".safetensors";
+/// Pipeline rank `rank`'s file: replica 0's holds its weights and optimizer
+/// state (with --zero 1, replica 0's share of it); with --zero 1 replica r's
+/// share is in rank<R>.replica<r>.safetensors.
+std::string rankFileName(int rank, int replica = 0) {
+  return "rank" + std::to_string(rank) +
+         (replica ? ".replica" + std::to_string(replica) : "") + ".safetensors";
+}
+
+std::string rankFile(const std::string &dir, int rank, int replica = 0) {
+  return dir + "/" + rankFileName(rank, replica);
 }
 
 } // namespace
 
+int64_t optimizerStateBytes(
+    ::torch::optim::Optimizer &optimizer,
+    const std::vector<std::pair<std::string, at::Tensor>> &params) {
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
+  std::map<std::string, std::string> metadata;
+  saveOptimizerState(optimizer, params, tensors, metadata);
+  int64_t bytes = 0;
+  for (const auto &entry : tensors)
+    bytes += entry.second.numel() *
+             static_cast<int64_t>(entry.second.element_size());
+  return bytes;
+}
+
 void RankRunner::checkpoint(::torch::optim::Optimizer &optimizer, int step,
                             int64_t cursor) {
+  // Replicas hold the same weights and optimizer state: replica 0 writes
+  // them (and its BatchNorm statistics); with --zero 1 each replica writes
+  // its share of the optimizer state.
+  int shards = options.zero ? mesh.dp : 1;
+  if (replica >= shards)
+    return;
   std::string final =
       options.checkpointDir + "/" + kStepFolder + std::to_string(step);
   std::string tmp = final + ".tmp";
@@ -118,24 +154,29 @@ void RankRunner::checkpoint(::torch::optim::Optimizer &optimizer, int step,
   if (ec)
     throw RuntimeError("cannot create " + tmp + ": " + ec.message());
   std::vector<std::pair<std::string, at::Tensor>> tensors;
-  for (const auto &[name, p] : params)
-    tensors.emplace_back(kParam + name, p);
+  if (replica == 0)
+    for (const auto &[name, p] : params)
+      tensors.emplace_back(kParam + name, p);
   std::map<std::string, std::string> metadata{
       {"step", std::to_string(step)},
       {"cursor", std::to_string(cursor)},
       {"rank", std::to_string(rank)},
-      {"world_size", std::to_string(rdzv.worldSize)},
+      {"world_size", std::to_string(plan.numRanks)},
+      {"data_parallel", std::to_string(mesh.dp)},
+      {"zero", std::to_string(options.zero)},
       {"optimizer", name(options.optimizer)}};
-  saveOptimizerState(optimizer, trainable, tensors, metadata);
-  writeTensors(rankFile(tmp, rank), tensors, metadata);
-  comm->barrier(where() + ": waiting for every rank's checkpoint");
-  if (rank != 0)
+  saveOptimizerState(optimizer, optimized, tensors, metadata);
+  writeTensors(rankFile(tmp, rank, replica), tensors, metadata);
+  (shards > 1 ? worldComm.get() : comm)
+      ->barrier(where() + ": waiting for every rank's checkpoint");
+  if (rdzv.rank != 0)
     return;
   std::vector<std::string> names;
-  for (int r = 0; r < rdzv.worldSize; ++r)
-    names.push_back("rank" + std::to_string(r) + ".safetensors");
+  for (int r = 0; r < shards; ++r)
+    for (int p = 0; p < plan.numRanks; ++p)
+      names.push_back(rankFileName(p, r));
   std::string manifest =
-      describeCheckpoint(tmp, step, rdzv.worldSize, names).toJson();
+      describeCheckpoint(tmp, step, plan.numRanks, shards, names).toJson();
   if (std::string error = writeFileAtomically(tmp + "/manifest.json", manifest);
       !error.empty())
     throw RuntimeError(error);
@@ -188,7 +229,7 @@ int RankRunner::resume(::torch::optim::Optimizer &optimizer, int64_t &cursor) {
   for (int step : checkpointSteps(options.checkpointDir)) {
     std::string dir =
         options.checkpointDir + "/" + kStepFolder + std::to_string(step);
-    std::string why = checkCheckpoint(dir, rdzv.worldSize);
+    std::string why = checkCheckpoint(dir, plan.numRanks);
     if (why.empty()) {
       best = step;
       break;
@@ -203,16 +244,28 @@ int RankRunner::resume(::torch::optim::Optimizer &optimizer, int64_t &cursor) {
   std::string dir =
       options.checkpointDir + "/" + kStepFolder + std::to_string(best);
   TensorFile file = readTensors(rankFile(dir, rank));
-  auto meta = [&](const std::string &key) {
+  auto metaOr = [&](const std::string &key, const char *absent) {
     auto it = file.metadata.find(key);
-    if (it == file.metadata.end())
+    if (it != file.metadata.end())
+      return it->second;
+    if (!absent)
       throw RuntimeError(rankFile(dir, rank) + ": no '" + key +
                          "' in the metadata");
-    return it->second;
+    return std::string(absent);
   };
-  if (meta("world_size") != std::to_string(rdzv.worldSize))
-    throw RuntimeError(dir + " was written by " + meta("world_size") +
-                       " ranks, not " + std::to_string(rdzv.worldSize));
+  auto meta = [&](const std::string &key) { return metaOr(key, nullptr); };
+  // A sharded optimizer state resumes on its own mesh; a whole one on any.
+  bool sharded = metaOr("zero", "0") == "1";
+  if (sharded && (!options.zero ||
+                  metaOr("data_parallel", "1") != std::to_string(mesh.dp)))
+    throw RuntimeError(dir + " holds optimizer state sharded over " +
+                       metaOr("data_parallel", "1") +
+                       " replicas (--zero 1); resume it with --zero 1 --dp " +
+                       metaOr("data_parallel", "1"));
+  if (meta("world_size") != std::to_string(plan.numRanks))
+    throw RuntimeError(dir + " was written by a pipeline of " +
+                       meta("world_size") + " ranks, not " +
+                       std::to_string(plan.numRanks));
   if (meta("optimizer") != name(options.optimizer))
     throw RuntimeError(dir + " holds " + meta("optimizer") + " state, not " +
                        name(options.optimizer));
@@ -226,7 +279,10 @@ int RankRunner::resume(::torch::optim::Optimizer &optimizer, int64_t &cursor) {
       p.copy_(it->second);
     }
   }
-  loadOptimizerState(optimizer, options.optimizer, trainable, file);
+  loadOptimizerState(optimizer, options.optimizer, optimized,
+                     sharded && replica > 0
+                         ? readTensors(rankFile(dir, rank, replica))
+                         : file);
   cursor = std::stoll(meta("cursor"));
   printRank0("resuming from " + dir);
   return best + 1;

@@ -37,6 +37,8 @@ uint64_t fnv1a64(std::string_view bytes) {
 
 std::string CheckpointManifest::toJson() const {
   nlohmann::json json{{"step", step}, {"world_size", worldSize}};
+  if (shards != 1)
+    json["optimizer_shards"] = shards;
   json["files"] = nlohmann::json::array();
   for (const File &file : files)
     json["files"].push_back({{"name", file.name},
@@ -59,6 +61,12 @@ CheckpointManifest CheckpointManifest::parse(const std::string &text) {
   CheckpointManifest manifest;
   manifest.step = json["step"].get<int>();
   manifest.worldSize = json["world_size"].get<int>();
+  if (json.contains("optimizer_shards")) {
+    if (!json["optimizer_shards"].is_number_integer() ||
+        json["optimizer_shards"].get<int>() < 1)
+      throw bad("optimizer_shards is not a positive integer");
+    manifest.shards = json["optimizer_shards"].get<int>();
+  }
   for (const nlohmann::json &entry : json["files"]) {
     if (!entry.is_object() || !entry.contains("name") ||
         !entry["name"].is_string() || !entry.contains("bytes") ||
@@ -82,11 +90,12 @@ CheckpointManifest CheckpointManifest::parse(const std::string &text) {
 }
 
 CheckpointManifest describeCheckpoint(const std::string &dir, int step,
-                                      int worldSize,
+                                      int worldSize, int shards,
                                       const std::vector<std::string> &names) {
   CheckpointManifest manifest;
   manifest.step = step;
   manifest.worldSize = worldSize;
+  manifest.shards = shards;
   for (const std::string &name : names) {
     std::string bytes;
     if (std::string error = readFile(dir + "/" + name, bytes); !error.empty())
@@ -109,10 +118,14 @@ std::string checkCheckpoint(const std::string &dir, int worldSize) {
   if (manifest.worldSize != worldSize)
     return "written by " + std::to_string(manifest.worldSize) + " ranks, not " +
            std::to_string(worldSize);
-  if (manifest.files.size() != static_cast<size_t>(worldSize))
+  if (manifest.files.size() !=
+      static_cast<size_t>(worldSize) * static_cast<size_t>(manifest.shards))
     return std::string(kManifest) + " lists " +
            std::to_string(manifest.files.size()) + " files for " +
-           std::to_string(worldSize) + " ranks";
+           std::to_string(worldSize) + " ranks" +
+           (manifest.shards > 1
+                ? " x " + std::to_string(manifest.shards) + " shards"
+                : "");
   for (const CheckpointManifest::File &file : manifest.files) {
     std::string bytes;
     if (readFileBytes(dir + "/" + file.name, bytes).code)

@@ -3,9 +3,12 @@
 // Internal to runtime/: the manifest rank 0 writes last into a checkpoint
 // folder (D/step-K/manifest.json), defined here alone:
 //
-//   {"step": 12, "world_size": 2,
+//   {"step": 12, "world_size": 2, "optimizer_shards": 1,
 //    "files": [{"name": "rank0.safetensors", "bytes": 4096,
 //               "fnv1a64": "cbf29ce484222325"}, ...]}
+//
+// world_size x optimizer_shards files (--zero 1 writes a share of the
+// optimizer state per replica; optimizer_shards is 1 where absent).
 //
 // A checkpoint is complete when its manifest reads and every file it lists
 // is there with its size and checksum; `--resume` takes the newest such one
@@ -31,6 +34,7 @@ struct CheckpointManifest {
   };
   int step = 0;
   int worldSize = 0;
+  int shards = 1;
   std::vector<File> files;
 
   std::string toJson() const;
@@ -44,7 +48,7 @@ uint64_t fnv1a64(std::string_view bytes);
 /// The manifest of checkpoint folder `dir` for its files `names`, each
 /// read to size and checksum it.
 CheckpointManifest describeCheckpoint(const std::string &dir, int step,
-                                      int worldSize,
+                                      int worldSize, int shards,
                                       const std::vector<std::string> &names);
 
 /// Why checkpoint folder `dir` is not a complete checkpoint of `worldSize`

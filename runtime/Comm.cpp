@@ -164,21 +164,24 @@ public:
       // Gloo cannot add bfloat16: the sum is taken in float32 and rounded
       // once (for two addends, bfloat16's own correctly rounded sum).
       std::vector<at::Tensor> tensors{tensor.to(at::kFloat)};
-      return std::make_shared<GlooHandle>(group->allreduce(tensors), tensors[0],
-                                          what, -1, rdzv, tensor);
+      int other = onlyPeer();
+      return std::make_shared<GlooHandle>(
+          group->allreduce(tensors), tensors[0], what,
+          other >= 0 ? globalRank(other) : -1, rdzv, tensor);
     }
     std::vector<at::Tensor> tensors{glooBytes(tensor)};
-    return wrap(group->allreduce(tensors), tensors[0], what, -1);
+    return wrap(group->allreduce(tensors), tensors[0], what, onlyPeer());
   }
   CommHandlePtr broadcast(const at::Tensor &tensor, int root,
                           const std::string &what) override {
     std::vector<at::Tensor> tensors{glooBytes(tensor)};
     c10d::BroadcastOptions options;
     options.rootRank = root;
-    return wrap(group->broadcast(tensors, options), tensors[0], what, -1);
+    return wrap(group->broadcast(tensors, options), tensors[0], what,
+                onlyPeer());
   }
   void barrier(const std::string &what) override {
-    wrap(group->barrier(), at::Tensor(), what, -1)->wait();
+    wrap(group->barrier(), at::Tensor(), what, onlyPeer())->wait();
   }
 
   std::unique_ptr<Communicator>
@@ -194,6 +197,9 @@ public:
   }
 
 private:
+  /// In a group of two, a collective that fails has one peer to name.
+  int onlyPeer() const { return size() == 2 ? 1 - rank() : -1; }
+
   CommHandlePtr wrap(c10::intrusive_ptr<c10d::Work> work,
                      const at::Tensor &tensor, const std::string &what,
                      int peer) {

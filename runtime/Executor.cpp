@@ -59,12 +59,23 @@ void setThreads(int threads) {
     set(threads);
 }
 
+/// The mesh of the world under --dp.
+Mesh meshOf(const RunOptions &options, const Rendezvous &rdzv) {
+  std::string error;
+  Mesh mesh = Mesh::of(rdzv.worldSize, options.dp, error);
+  if (!error.empty())
+    throw RuntimeError(error);
+  return mesh;
+}
+
 } // namespace
 
 RankRunner::RankRunner(const RunOptions &options, const Rendezvous &rdzv,
                        LoadedExecutable loaded)
     : options(options), rdzv(rdzv), executable(std::move(loaded)),
-      plan(StagePlan::of(executable.get())), rank(rdzv.rank),
+      plan(StagePlan::of(executable.get())), mesh(meshOf(options, rdzv)),
+      replica(mesh.of(rdzv.rank).replica),
+      rank(mesh.of(rdzv.rank).pipelineRank),
       prefixOwnLines(!std::getenv("PIPPY_LAUNCHED")) {}
 
 StageRun &RankRunner::stageRun(int stage) {
@@ -82,11 +93,15 @@ void RankRunner::run() {
     throw RuntimeError(executable.name() + " is rank " +
                        std::to_string(plan.rank) + "'s executable, not rank " +
                        std::to_string(rank) + "'s");
-  if (plan.numRanks != rdzv.worldSize)
+  if (plan.numRanks != mesh.pp)
     throw RuntimeError(executable.name() + " is lowered for " +
                        std::to_string(plan.numRanks) +
                        (plan.numRanks == 1 ? " rank" : " ranks") +
-                       " but the world has " + std::to_string(rdzv.worldSize));
+                       " but the world has " + std::to_string(rdzv.worldSize) +
+                       (mesh.dp > 1 ? " (" + std::to_string(mesh.pp) +
+                                          " per replica for --dp " +
+                                          std::to_string(mesh.dp) + ")"
+                                    : ""));
   loadPrograms();
   loadWeights();
   // With --loss none the target is forward's last argument, in --infer too.
@@ -146,9 +161,10 @@ void RankRunner::loadWeights() {
 
 void RankRunner::connect() {
   rdzv.pipelineHash = plan.pipelineHash;
-  comm = rdzv.worldSize == 1 ? createLocalCommunicator()
-                             : createCommunicator(options.backend, rdzv);
+  worldComm = rdzv.worldSize == 1 ? createLocalCommunicator()
+                                  : createCommunicator(options.backend, rdzv);
   checkRanksAgree();
+  connectReplicas();
   std::vector<int> peers;
   for (const HeldStage &held : plan.stages)
     for (const std::vector<Edge> *edges : {&held.recvEdges, &held.sendEdges})
@@ -175,7 +191,10 @@ void RankRunner::connect() {
       tiedComms.push_back({tied.name, nullptr});
       continue;
     }
-    auto group = comm->subgroup("tied/" + tied.name, members);
+    std::vector<int> global;
+    for (int member : members)
+      global.push_back(comm->globalRank(member));
+    auto group = comm->subgroup("tied/" + tied.name, global);
     {
       ::torch::NoGradGuard noGrad;
       at::Tensor value = it->second.detach();
@@ -192,8 +211,11 @@ void RankRunner::train() {
   chooseDeferredLinears();
   fuseWeightGradients();
   registerTiedHooks();
+  prepareGradientReducer();
+  std::vector<int> reduceAfter = reduceAfterActions();
+  shardOptimizerState();
   std::vector<at::Tensor> tensors;
-  for (const auto &[name, p] : trainable)
+  for (const auto &[name, p] : optimized)
     tensors.push_back(p);
   auto optimizer = makeOptimizer(options, tensors);
   int64_t mbRows = plan.microbatchRows();
@@ -206,12 +228,7 @@ void RankRunner::train() {
     throw RuntimeError("the last checkpoint is at step " +
                        std::to_string(firstStep - 1) + "; --steps " +
                        std::to_string(options.steps) + " leaves nothing to do");
-  printRank0("schedule " + plan.scheduleKind + ", " + std::to_string(M) +
-             " micro-batches of " + std::to_string(mbRows) + " rows, " +
-             std::to_string(plan.numStages) +
-             (plan.numStages == 1 ? " stage on " : " stages on ") +
-             std::to_string(rdzv.worldSize) +
-             (rdzv.worldSize == 1 ? " rank" : " ranks"));
+  printRank0(describeRun());
   std::vector<double> losses, stepSeconds;
   double wallSeconds = 0;
   for (int step = firstStep; step <= options.steps; ++step) {
@@ -225,7 +242,7 @@ void RankRunner::train() {
     }
     Clock::time_point start = Clock::now();
     currentStep = step;
-    releaseGradients(*optimizer);
+    releaseGradients(trainable);
     stepLoss = 0;
     stepped = false;
     for (StageRun &run : stages) {
@@ -233,17 +250,22 @@ void RankRunner::train() {
       postReceives(run, /*training=*/true);
     }
     int inflight = 0;
-    for (const ScheduledAction &action : plan.actions)
-      runAction(action, step, cursor, inflight, *optimizer);
+    for (size_t i = 0; i < plan.actions.size(); ++i) {
+      runAction(plan.actions[i], step, cursor, inflight, *optimizer);
+      if (!reduceAfter.empty() && reduceAfter[i] >= 0)
+        reduceStage(reduceAfter[i]);
+    }
     addHeldWeightGradients();
-    cursor = (cursor + M * mbRows) % data->rows();
+    sumStepLoss();
+    cursor = (cursor + stepMicrobatches() * mbRows) % data->rows();
     double seconds =
         std::chrono::duration<double>(Clock::now() - start).count();
     wallSeconds += seconds;
-    if (plan.holdsOutput()) {
+    if (plan.holdsOutput() && replica == 0) {
       char line[128];
       std::snprintf(line, sizeof(line), "step %d/%d loss %.6f samples/s %.1f",
-                    step, options.steps, stepLoss, M * mbRows / seconds);
+                    step, options.steps, stepLoss,
+                    stepMicrobatches() * mbRows / seconds);
       printLine(line);
     }
     losses.push_back(stepLoss);
@@ -252,7 +274,27 @@ void RankRunner::train() {
         step % options.checkpointEvery == 0)
       checkpoint(*optimizer, step, cursor);
   }
+  optimizerBytes = optimizerStateBytes(*optimizer, optimized);
   finish(firstStep, losses, stepSeconds, wallSeconds);
+}
+
+/// "schedule 1f1b, 4 micro-batches of 2 rows, 2 stages on 2 ranks", and the
+/// replicas with --dp.
+std::string RankRunner::describeRun() const {
+  int M = plan.microbatches;
+  return "schedule " + plan.scheduleKind + ", " +
+         std::to_string(stepMicrobatches()) + " micro-batches of " +
+         std::to_string(plan.microbatchRows()) + " rows, " +
+         std::to_string(plan.numStages) +
+         (plan.numStages == 1 ? " stage on " : " stages on ") +
+         std::to_string(plan.numRanks) +
+         (plan.numRanks == 1 ? " rank" : " ranks") +
+         (mesh.dp > 1
+              ? ", " + std::to_string(mesh.dp) + " data-parallel replicas of " +
+                    std::to_string(M) +
+                    (M == 1 ? " micro-batch" : " micro-batches") + " each (" +
+                    std::to_string(rdzv.worldSize) + " ranks)"
+              : "");
 }
 
 void RankRunner::runAction(const ScheduledAction &action, int step,
@@ -279,7 +321,8 @@ void RankRunner::runAction(const ScheduledAction &action, int step,
   switch (action.kind) {
   case K::Forward: {
     int64_t before = liveCpuBytes();
-    forward(run, m, cursor + m * plan.microbatchRows(), /*training=*/true);
+    forward(run, m, cursor + globalMicrobatch(m) * plan.microbatchRows(),
+            /*training=*/true);
     int64_t kept = liveCpuBytes() - before;
     forwardBytes[{action.stage, m}] = kept;
     activationBytes += kept;
@@ -339,11 +382,14 @@ void RankRunner::optimizerStep(int step, ::torch::optim::Optimizer &optimizer) {
   stepped = true;
   waitSends();
   weightGradients();
-  if (step == 1 && !options.saveGradsPath.empty())
+  if (reducer)
+    reducer->finish();
+  if (step == 1 && !options.saveGradsPath.empty() && replica == 0)
     saveGrads();
   if (options.clipGradNorm)
     clipGradients();
   optimizer.step();
+  shareSteppedWeights();
 }
 
 void RankRunner::infer() {

@@ -136,6 +136,29 @@ const std::vector<Option> &options() {
   static const std::vector<Option> table = {
       {"nproc", "N", "ranks per node (default: the executables' world, or 1)",
        optionalInteger("nproc", &RunOptions::nproc, 1)},
+      {"dp", "D",
+       "data-parallel replicas of the pipeline: the world (nnodes x nproc) "
+       "is D x the pipeline's ranks, and replica r runs micro-batches r, "
+       "r+D, r+2D, ... of each step (default 1)",
+       integer("dp", &RunOptions::dp, 1)},
+      {"dp-overlap", nullptr,
+       "start summing a stage's gradients over the replicas as soon as its "
+       "last backward of the step is done (default); =false waits for the "
+       "optimizer step",
+       flag(&RunOptions::dpOverlap)},
+      {"zero", "0|1",
+       "1: shard the optimizer state over the --dp replicas (ZeRO stage 1): "
+       "each steps its share of the parameters and sends the new values to "
+       "the others (default 0)",
+       [](RunOptions &o, const std::string &v) {
+         if (v != "0" && v != "1")
+           return "--zero takes 0 or 1 (stage 1 shards the optimizer state; "
+                  "stages 2 and 3, which shard gradients and weights, are not "
+                  "built), not '" +
+                  v + "'";
+         o.zero = v == "1";
+         return std::string();
+       }},
       {"nnodes", "N", "nodes (world size = nnodes x nproc)",
        integer("nnodes", &RunOptions::nnodes, 1)},
       {"node-rank", "K", "this node's index",
@@ -366,6 +389,16 @@ std::optional<RunOptions> parseRunOptions(const std::vector<std::string> &argv,
   if (!result.infer && !result.outputPath.empty())
     return fail("--output goes with --infer (training writes --save-weights "
                 "and --metrics)");
+  if (result.microbatches && *result.microbatches % result.dp != 0)
+    return fail("--microbatches " + std::to_string(*result.microbatches) +
+                " cannot be dealt evenly to the " + std::to_string(result.dp) +
+                " replicas of --dp " + std::to_string(result.dp) +
+                "; give a multiple of " + std::to_string(result.dp));
+  if (result.zero && result.dp == 1)
+    return fail("--zero 1 shards the optimizer state over data-parallel "
+                "replicas; give --dp 2 or more");
+  if (result.infer && result.dp > 1)
+    return fail("--infer runs one pipeline; --dp replicates it for training");
   if (result.nodeRank >= result.nnodes)
     return fail("--node-rank " + std::to_string(result.nodeRank) +
                 " is not a node of --nnodes " + std::to_string(result.nnodes));

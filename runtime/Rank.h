@@ -12,6 +12,9 @@
 //                     clipping by the global norm
 //   Agreement.cpp     checking that every rank runs the same pipeline and
 //                     options
+//   Replicas.cpp      the data-parallel mesh: communicators, micro-batches
+//                     dealt to replicas, gradients summed over them
+//                     (DataParallel.h)
 //   Reporting.cpp     progress lines, metrics, trace, profile, saved weights
 //                     and gradients
 //   Checkpoint.cpp    checkpoints and resuming
@@ -21,11 +24,13 @@
 #ifndef PIPPY_RUNTIME_RANK_H
 #define PIPPY_RUNTIME_RANK_H
 
+#include "DataParallel.h"
 #include "Dataset.h"
 #include "Reports.h"
 #include "StagePlan.h"
 
 #include "pippy/Runtime/Comm.h"
+#include "pippy/Runtime/Mesh.h"
 #include "pippy/Runtime/Options.h"
 #include "pippy/Runtime/Program.h"
 
@@ -103,10 +108,11 @@ private:
   void runAction(const ScheduledAction &action, int step, int64_t cursor,
                  int &inflight, ::torch::optim::Optimizer &optimizer);
   void optimizerStep(int step, ::torch::optim::Optimizer &optimizer);
+  std::string describeRun() const;
   std::vector<Program::Linear> untiedTrainableLinears(StageRun &run);
   void chooseDeferredLinears();
   void fuseWeightGradients();
-  std::string where() const { return "rank " + std::to_string(rank); }
+  std::string where() const { return "rank " + std::to_string(rdzv.rank); }
 
   // TiedGradients.cpp
   void registerTiedHooks();
@@ -115,6 +121,19 @@ private:
 
   // Agreement.cpp
   void checkRanksAgree();
+
+  // Replicas.cpp
+  void connectReplicas();
+  void prepareGradientReducer();
+  std::vector<int> reduceAfterActions() const;
+  void reduceStage(int stage);
+  void sumStepLoss();
+  void shardOptimizerState();
+  void shareSteppedWeights();
+  /// The step's index of this replica's micro-batch `m`.
+  int globalMicrobatch(int m) const { return replica + m * mesh.dp; }
+  /// Micro-batches per step over all replicas.
+  int stepMicrobatches() const { return plan.microbatches * mesh.dp; }
 
   // Reporting.cpp
   void record(const ScheduledAction &action, Clock::time_point begin);
@@ -140,18 +159,30 @@ private:
   Rendezvous rdzv;
   LoadedExecutable executable;
   StagePlan plan;
-  int rank;
+  Mesh mesh;
+  int replica; ///< this rank's (Mesh.h)
+  int rank;    ///< its pipeline rank: the executable's
+
   bool prefixOwnLines;
   std::vector<StageRun> stages; ///< as plan.stages
   bool stepped = false;         ///< this step's first STEP has run
   std::map<std::string, at::Tensor> params;
   std::vector<std::pair<std::string, at::Tensor>> trainable;
+  /// What this rank's optimizer steps and holds state for: `trainable`, or
+  /// with --zero 1 the share this replica owns (`owners`, by `trainable`).
+  std::vector<std::pair<std::string, at::Tensor>> optimized;
+  std::vector<int> owners;
   std::map<std::string, at::Tensor> allWeights; // rank 0: the file's values
   std::vector<std::string> weightOrder;
   std::map<std::string, std::string> weightsMetadata;
   std::string weightsPath;
   std::unique_ptr<Dataset> data;
-  std::unique_ptr<Communicator> comm;
+  /// The world, and with --dp the replica's pipeline and this rank's
+  /// data-parallel group within it; `comm` is the pipeline's (the world's
+  /// without --dp), whose ranks are pipeline ranks.
+  std::unique_ptr<Communicator> worldComm, pipelineComm, dpComm;
+  Communicator *comm = nullptr;
+  std::unique_ptr<GradientReducer> reducer; ///< with --dp
   std::vector<std::pair<std::string, std::unique_ptr<Communicator>>> tiedComms;
   std::vector<CommHandlePtr> pendingSends;
   std::map<std::string, std::map<int, at::Tensor>> tiedContributions;
@@ -192,6 +223,8 @@ private:
   /// their sum now, and the sum's peak (MemoryMeter.h; for --metrics).
   std::map<std::pair<int, int>, int64_t> forwardBytes;
   int64_t activationBytes = 0, peakActivationBytes = 0;
+  /// The optimizer state this rank holds after its last step (--metrics).
+  int64_t optimizerBytes = 0;
   Clock::time_point epoch = Clock::now();
   std::vector<TraceEvent> events;
 };

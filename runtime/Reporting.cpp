@@ -41,21 +41,22 @@ double RankRunner::micros(Clock::time_point t) const {
 
 void RankRunner::printLine(const std::string &line) {
   if (prefixOwnLines)
-    std::printf("[rank%d] %s\n", rank, line.c_str());
+    std::printf("[rank%d] %s\n", rdzv.rank, line.c_str());
   else
     std::printf("%s\n", line.c_str());
   std::fflush(stdout);
 }
 
 void RankRunner::printRank0(const std::string &line) {
-  if (rank == 0)
+  if (rdzv.rank == 0)
     printLine(line);
 }
 
-/// Sends a byte string to rank 0 (which receives one from every rank).
+/// Sends a byte string to the pipeline's rank 0 (which receives one from
+/// every rank of its pipeline).
 std::vector<std::string> RankRunner::gatherStrings(const std::string &mine,
                                                    int tagBase) {
-  std::vector<std::string> all(rdzv.worldSize);
+  std::vector<std::string> all(plan.numRanks);
   if (rank != 0) {
     at::Tensor length =
         at::full({1}, static_cast<int64_t>(mine.size()), at::kLong);
@@ -68,7 +69,7 @@ std::vector<std::string> RankRunner::gatherStrings(const std::string &mine,
     return all;
   }
   all[0] = mine;
-  for (int r = 1; r < rdzv.worldSize; ++r) {
+  for (int r = 1; r < plan.numRanks; ++r) {
     at::Tensor length = at::empty({1}, at::kLong);
     comm->recv(length, r, tagBase, where() + ": receiving a report's size")
         ->wait();
@@ -79,26 +80,45 @@ std::vector<std::string> RankRunner::gatherStrings(const std::string &mine,
   return all;
 }
 
-/// Gathers busy times and in-flight peaks, then writes metrics, the trace,
-/// the profile and the weights. A step's time is the slowest rank's.
+/// Gathers busy times, in-flight peaks and data-parallel traffic from every
+/// rank of the world, then replica 0 writes metrics, the trace, the profile
+/// and the weights. A step's time is the slowest rank's.
 void RankRunner::finish(int firstStep, const std::vector<double> &losses,
                         const std::vector<double> &stepSeconds,
                         double wallSeconds) {
-  int W = rdzv.worldSize;
+  constexpr int kStats = 8;
+  int W = rdzv.worldSize, me = rdzv.rank;
   int64_t n = static_cast<int64_t>(stepSeconds.size());
-  at::Tensor stats = at::zeros({4 * W}, at::kDouble);
-  stats[4 * rank] = busySeconds;
-  stats[4 * rank + 1] = wallSeconds;
-  stats[4 * rank + 2] = static_cast<double>(peakInflight);
-  stats[4 * rank + 3] = static_cast<double>(peakActivationBytes);
+  int64_t gradientBytes = 0;
+  for (const auto &[name, p] : trainable)
+    if (p.grad().defined())
+      gradientBytes += p.numel() * static_cast<int64_t>(p.element_size());
+  at::Tensor stats = at::zeros({kStats * W}, at::kDouble);
+  double perRank[kStats] = {busySeconds,
+                            wallSeconds,
+                            static_cast<double>(peakInflight),
+                            static_cast<double>(peakActivationBytes),
+                            reducer
+                                ? static_cast<double>(reducer->bytesReduced()) /
+                                      std::max<int64_t>(n, 1)
+                                : 0.0,
+                            static_cast<double>(gradientBytes),
+                            reducer ? reducer->waitSeconds() : 0.0,
+                            static_cast<double>(optimizerBytes)};
+  for (int i = 0; i < kStats; ++i)
+    stats[kStats * me + i] = perRank[i];
   at::Tensor times = at::zeros({W, std::max<int64_t>(n, 1)}, at::kDouble);
   for (int64_t i = 0; i < n; ++i)
-    times[rank][i] = stepSeconds[i];
-  comm->allReduceSum(stats, where() + ": gathering statistics")->wait();
-  comm->allReduceSum(times, where() + ": gathering step times")->wait();
+    times[me][i] = stepSeconds[i];
+  worldComm->allReduceSum(stats, where() + ": gathering statistics")->wait();
+  worldComm->allReduceSum(times, where() + ": gathering step times")->wait();
+  auto stat = [&](int r, int i) {
+    return stats[kStats * r + i].item<double>();
+  };
   RunMetrics metrics;
   metrics.schedule = plan.scheduleKind;
   metrics.ranks = W;
+  metrics.mesh = mesh;
   for (int64_t i = 0; i < n; ++i) {
     StepMetrics step;
     step.step = firstStep + static_cast<int>(i);
@@ -109,29 +129,33 @@ void RankRunner::finish(int firstStep, const std::vector<double> &losses,
       step.rankStepSeconds.push_back(t);
     }
     step.samplesPerSecond =
-        plan.microbatches * plan.microbatchRows() / step.stepSeconds;
+        stepMicrobatches() * plan.microbatchRows() / step.stepSeconds;
     metrics.steps.push_back(std::move(step));
   }
   double busy = 0, wall = 0;
   for (int r = 0; r < W; ++r) {
-    busy += stats[4 * r].item<double>();
-    wall = std::max(wall, stats[4 * r + 1].item<double>());
-    metrics.peakInflight.push_back(
-        static_cast<int64_t>(stats[4 * r + 2].item<double>()));
-    metrics.peakActivationBytes.push_back(
-        static_cast<int64_t>(stats[4 * r + 3].item<double>()));
-    metrics.busySeconds.push_back(stats[4 * r].item<double>());
+    busy += stat(r, 0);
+    wall = std::max(wall, stat(r, 1));
+    metrics.busySeconds.push_back(stat(r, 0));
+    metrics.peakInflight.push_back(static_cast<int64_t>(stat(r, 2)));
+    metrics.peakActivationBytes.push_back(static_cast<int64_t>(stat(r, 3)));
+    metrics.dpReducedBytesPerStep.push_back(static_cast<int64_t>(stat(r, 4)));
+    metrics.gradientBytes.push_back(static_cast<int64_t>(stat(r, 5)));
+    metrics.dpWaitSeconds.push_back(stat(r, 6));
+    metrics.optimizerStateBytes.push_back(static_cast<int64_t>(stat(r, 7)));
   }
   metrics.bubbleFraction = wall > 0 ? 1 - busy / (W * wall) : 0;
-  if (plan.holdsOutput() && !options.metricsPath.empty())
-    writeTextFile(options.metricsPath, metricsJson(metrics));
-  if (!options.tracePath.empty())
-    writeTrace();
-  if (!options.profilePath.empty())
-    writeProfile();
-  if (!options.saveWeightsPath.empty())
-    saveWeights();
-  comm->barrier(where() + ": waiting for every rank to finish");
+  if (replica == 0) {
+    if (plan.holdsOutput() && !options.metricsPath.empty())
+      writeTextFile(options.metricsPath, metricsJson(metrics));
+    if (!options.tracePath.empty())
+      writeTrace();
+    if (!options.profilePath.empty())
+      writeProfile();
+    if (!options.saveWeightsPath.empty())
+      saveWeights();
+  }
+  worldComm->barrier(where() + ": waiting for every rank to finish");
 }
 
 /// One Chrome/Perfetto JSON for all ranks: pid = rank, events named in the
@@ -141,7 +165,7 @@ void RankRunner::writeTrace() {
       gatherStrings(traceEventsJson(rank, events), 0x7fff0000);
   if (rank != 0)
     return;
-  std::vector<std::vector<int>> stagesOfRank(rdzv.worldSize);
+  std::vector<std::vector<int>> stagesOfRank(plan.numRanks);
   for (int s = 0; s < plan.numStages; ++s)
     stagesOfRank.at(plan.stageRanks[s]).push_back(s);
   writeTextFile(options.tracePath, mergeTrace(all, stagesOfRank));
@@ -174,7 +198,7 @@ void RankRunner::writeProfile() {
     return;
   profile::Profile merged;
   merged.microbatchesMeasured = forwardsRun;
-  for (int r = 0; r < rdzv.worldSize; ++r) {
+  for (int r = 0; r < plan.numRanks; ++r) {
     std::string error;
     std::optional<profile::Profile> part = profile::parse(all[r], error);
     if (!part)
@@ -259,7 +283,7 @@ void RankRunner::saveGrads() {
         grads.emplace_back(name, at::zeros_like(t));
     }
   }
-  writeTensors(rdzv.worldSize == 1
+  writeTensors(plan.numRanks == 1
                    ? options.saveGradsPath
                    : options.saveGradsPath + ".rank" + std::to_string(rank),
                grads, {});

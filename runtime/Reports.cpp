@@ -25,13 +25,30 @@ std::string metricsJson(const RunMetrics &metrics) {
                      {"step_time_s", s.stepSeconds},
                      {"samples_per_s", s.samplesPerSecond},
                      {"rank_step_time_s", s.rankStepSeconds}});
-  return dump({{"steps", std::move(steps)},
-               {"bubble_fraction", metrics.bubbleFraction},
-               {"peak_inflight_microbatches", metrics.peakInflight},
-               {"peak_activation_bytes", metrics.peakActivationBytes},
-               {"busy_s", metrics.busySeconds},
-               {"schedule", metrics.schedule},
-               {"ranks", metrics.ranks}});
+  json coordinates = json::array();
+  for (int r = 0; r < metrics.mesh.worldSize(); ++r) {
+    Mesh::Coordinates c = metrics.mesh.of(r);
+    coordinates.push_back(
+        {{"replica", c.replica}, {"pipeline_rank", c.pipelineRank}});
+  }
+  json result = {{"steps", std::move(steps)},
+                 {"bubble_fraction", metrics.bubbleFraction},
+                 {"peak_inflight_microbatches", metrics.peakInflight},
+                 {"peak_activation_bytes", metrics.peakActivationBytes},
+                 {"busy_s", metrics.busySeconds},
+                 {"schedule", metrics.schedule},
+                 {"ranks", metrics.ranks},
+                 {"optimizer_state_bytes", metrics.optimizerStateBytes},
+                 {"mesh",
+                  {{"dp", metrics.mesh.dp},
+                   {"pp", metrics.mesh.pp},
+                   {"ranks", std::move(coordinates)}}}};
+  if (metrics.mesh.dp > 1) {
+    result["dp_allreduce_bytes_per_step"] = metrics.dpReducedBytesPerStep;
+    result["gradient_bytes"] = metrics.gradientBytes;
+    result["dp_wait_s"] = metrics.dpWaitSeconds;
+  }
+  return dump(result);
 }
 
 std::string traceEventsJson(int rank, const std::vector<TraceEvent> &events) {

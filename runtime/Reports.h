@@ -7,7 +7,12 @@
 //             "samples_per_s": 533.0, "rank_step_time_s": [...]}, ...],
 //             "bubble_fraction": 0.11, "peak_inflight_microbatches": [2, 1],
 //             "peak_activation_bytes": [65536, 32768],
-//             "busy_s": [...], "schedule": "1f1b", "ranks": 2}
+//             "busy_s": [...], "schedule": "1f1b", "ranks": 2,
+//             "mesh": {"dp": 1, "pp": 2, "ranks": [{"replica": 0,
+//             "pipeline_rank": 0}, ...]}}; with --dp also, per rank,
+//             "dp_allreduce_bytes_per_step", "gradient_bytes" and
+//             "dp_wait_s" (DataParallel.h); "optimizer_state_bytes" per
+//             rank. Lists "per rank" are by global rank.
 //   trace    Chrome/Perfetto JSON: {"traceEvents": [...], "displayTimeUnit":
 //            "ms"}, one process per rank, complete events ("ph": "X") named
 //            in the action text form (`1F2`).
@@ -16,6 +21,8 @@
 
 #ifndef PIPPY_RUNTIME_REPORTS_H
 #define PIPPY_RUNTIME_REPORTS_H
+
+#include "pippy/Runtime/Mesh.h"
 
 #include <cstdint>
 #include <string>
@@ -42,6 +49,16 @@ struct RunMetrics {
   std::vector<double> busySeconds; ///< per rank
   std::string schedule;
   int ranks = 1;
+  Mesh mesh;
+  /// Per rank, with --dp: the bytes it all-reduced over its data-parallel
+  /// group per step, the bytes of its gradients (the two are equal when
+  /// every gradient is summed exactly once), and the seconds it waited for
+  /// the sums at the optimizer steps.
+  std::vector<int64_t> dpReducedBytesPerStep, gradientBytes;
+  std::vector<double> dpWaitSeconds;
+  /// Per rank: the bytes of optimizer state it holds at the end (a share
+  /// of its stages' with --zero 1).
+  std::vector<int64_t> optimizerStateBytes;
 };
 
 std::string metricsJson(const RunMetrics &metrics);

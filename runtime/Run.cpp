@@ -15,6 +15,7 @@
 
 #include "pippy/Runtime/Comm.h"
 #include "pippy/Runtime/Launcher.h"
+#include "pippy/Runtime/Mesh.h"
 #include "pippy/Support/AtomicFile.h"
 
 #include <algorithm>
@@ -37,11 +38,25 @@ namespace {
 /// program into.
 constexpr const char *kExecutablesVariable = "PIPPY_EXECUTABLES";
 
-LoweredRanks lower(Compiler *compiler, const RunOptions &options, int numRanks,
+/// The mesh of a world of `world` ranks under --dp (Mesh.h).
+Mesh meshOf(const RunOptions &options, int world) {
+  std::string error;
+  Mesh mesh = Mesh::of(world, options.dp, error);
+  if (!error.empty())
+    throw RuntimeError(error);
+  return mesh;
+}
+
+/// Lowers the pipeline one replica of a world of `world` ranks runs: the
+/// world's ranks divided by --dp, and its share of the micro-batches.
+LoweredRanks lower(Compiler *compiler, const RunOptions &options, int world,
                    const std::string &folder) {
+  RunOptions replica = options;
+  if (replica.microbatches)
+    *replica.microbatches /= options.dp;
   std::string error;
   std::optional<LoweredRanks> lowered =
-      compiler->lower(options, numRanks, folder, error);
+      compiler->lower(replica, meshOf(options, world).pp, folder, error);
   if (!lowered)
     throw RuntimeError(error);
   return std::move(*lowered);
@@ -55,7 +70,8 @@ void writeExecutables(const LoweredRanks &lowered, const std::string &dir) {
 }
 
 /// What executables baked in must agree with the options given again; the
-/// ranks per node default to the executables' world.
+/// ranks per node default to the executables' world times --dp, and each
+/// replica's micro-batches are the executables'.
 void agreeWithExecutables(RunOptions &options,
                           const rt::LoadedExecutable &first) {
   const exe::Executable &exe = first.get();
@@ -64,24 +80,42 @@ void agreeWithExecutables(RunOptions &options,
     throw RuntimeError(first.name() + " is lowered with " + baked + "; " +
                        what + " differs (lower again to change it)");
   };
-  int world = exe.num_ranks();
+  int world = exe.num_ranks() * options.dp;
   if (!options.nproc) {
     if (world % options.nnodes != 0)
       differ("--nnodes " + std::to_string(options.nnodes),
              std::to_string(world) + " ranks");
     options.nproc = world / options.nnodes;
   }
-  if (*options.nproc * options.nnodes != world)
+  int given = *options.nproc * options.nnodes;
+  if (given != world && options.dp == 1 && given % exe.num_ranks() == 0)
+    throw RuntimeError(first.name() + " is lowered for " +
+                       std::to_string(exe.num_ranks()) + " ranks; for " +
+                       std::to_string(given) + " ranks, run " +
+                       std::to_string(given / exe.num_ranks()) +
+                       " data-parallel replicas of it with --dp " +
+                       std::to_string(given / exe.num_ranks()));
+  if (given != world)
     differ("--nproc " + std::to_string(*options.nproc) + " --nnodes " +
                std::to_string(options.nnodes),
-           std::to_string(world) + (world == 1 ? " rank" : " ranks"));
+           std::to_string(exe.num_ranks()) +
+               (exe.num_ranks() == 1 ? " rank" : " ranks") +
+               (options.dp > 1 ? " per replica, " + std::to_string(world) +
+                                     " for --dp " + std::to_string(options.dp)
+                               : ""));
   std::string kind = exe::scheduleKindText(schedule.kind());
   if (options.schedule && schedule.kind() != *options.schedule)
     differ(std::string("--schedule ") + name(*options.schedule),
            "schedule " + kind);
-  if (options.microbatches && *options.microbatches != schedule.microbatches())
+  if (options.microbatches &&
+      *options.microbatches != schedule.microbatches() * options.dp)
     differ("--microbatches " + std::to_string(*options.microbatches),
-           std::to_string(schedule.microbatches()) + " micro-batches");
+           std::to_string(schedule.microbatches()) + " micro-batches" +
+               (options.dp > 1
+                    ? " per replica (" +
+                          std::to_string(schedule.microbatches() * options.dp) +
+                          " for --dp " + std::to_string(options.dp) + ")"
+                    : ""));
   if (options.deferWeightGrads &&
       *options.deferWeightGrads != schedule.split_backward())
     differ(std::string("--defer-weight-grads") +
@@ -118,31 +152,33 @@ rt::LoadedExecutable readRank(const std::string &path, int rank, int world,
   return loaded;
 }
 
-/// Before spawning: every rank of this node has its executable, of one
-/// lowering.
+/// Before spawning: every rank of this node has its executable (its
+/// pipeline rank's), of one lowering.
 void checkNodeExecutables(const RunOptions &options,
                           const rt::LoadedExecutable &first) {
-  int world = first.get().num_ranks();
+  int pipelineRanks = first.get().num_ranks();
   uint64_t hash = first.get().pipeline_hash();
-  checkRank(first, 0, world, hash, options.programPath);
+  checkRank(first, 0, pipelineRanks, hash, options.programPath);
   int perNode = options.ranksPerNode();
   for (int r = std::max(options.nodeRank * perNode, 1);
        r < (options.nodeRank + 1) * perNode; ++r)
-    readRank(options.programPath, r, world, hash);
+    if (r % pipelineRanks != 0)
+      readRank(options.programPath, r % pipelineRanks, pipelineRanks, hash);
 }
 
-/// The executable this rank runs.
+/// The executable this rank runs: its pipeline rank's.
 rt::LoadedExecutable loadRank(const RunOptions &options, Compiler *compiler,
                               bool isIR, const Rendezvous &rdzv) {
+  Mesh mesh = meshOf(options, rdzv.worldSize);
+  int pipelineRank = mesh.of(rdzv.rank).pipelineRank;
   if (const char *dir = std::getenv(kExecutablesVariable); dir && *dir)
-    return readRank(dir, rdzv.rank, rdzv.worldSize, std::nullopt);
+    return readRank(dir, pipelineRank, mesh.pp, std::nullopt);
   if (!isIR)
-    return readRank(options.programPath, rdzv.rank, rdzv.worldSize,
-                    std::nullopt);
+    return readRank(options.programPath, pipelineRank, mesh.pp, std::nullopt);
   LoweredRanks lowered =
       lower(compiler, options, rdzv.worldSize, /*folder=*/"");
-  return rt::LoadedExecutable::fromBytes(std::move(lowered.ranks.at(rdzv.rank)),
-                                         options.programPath, ".");
+  return rt::LoadedExecutable::fromBytes(
+      std::move(lowered.ranks.at(pipelineRank)), options.programPath, ".");
 }
 
 /// Spawns the local ranks; IR is lowered once, into a private folder.
@@ -237,7 +273,8 @@ int run(int argc, char **argv, Compiler *compiler) {
     me.runId = options.runId;
   runRank(options, me, [&] {
     if (first && me.rank == 0) {
-      checkRank(*first, 0, me.worldSize, std::nullopt, options.programPath);
+      checkRank(*first, 0, meshOf(options, me.worldSize).pp, std::nullopt,
+                options.programPath);
       return std::move(*first);
     }
     return loadRank(options, compiler, isIR, me);

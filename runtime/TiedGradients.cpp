@@ -97,7 +97,7 @@ void RankRunner::allReduceTied() {
 /// taken over every stage (a replicated tied weight counted once). On one
 /// rank it is torch's own, bit for bit.
 void RankRunner::clipGradients() {
-  if (rdzv.worldSize == 1) {
+  if (plan.numRanks == 1) {
     std::vector<at::Tensor> tensors;
     for (const auto &[name, p] : trainable)
       tensors.push_back(p);

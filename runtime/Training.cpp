@@ -49,10 +49,12 @@ makeOptimizer(const RunOptions &options, std::vector<at::Tensor> trainable) {
   return std::make_unique<::torch::optim::AdamW>(trainable, o);
 }
 
-void releaseGradients(::torch::optim::Optimizer &optimizer) {
-  for (auto &group : optimizer.param_groups())
-    for (at::Tensor &p : group.params())
-      ::pippy::releaseGradient(p);
+void releaseGradients(
+    const std::vector<std::pair<std::string, at::Tensor>> &params) {
+  for (const auto &entry : params) {
+    at::Tensor p = entry.second;
+    ::pippy::releaseGradient(p);
+  }
 }
 
 } // namespace pippy::rt

@@ -25,12 +25,21 @@ at::Tensor computeLoss(LossKind loss, const c10::IValue &output,
 std::unique_ptr<::torch::optim::Optimizer>
 makeOptimizer(const RunOptions &options, std::vector<at::Tensor> params);
 
-/// Drops the optimizer's parameters' gradients before a step's first
-/// backward: autograd then stores the first micro-batch's gradient as it is
-/// instead of adding it to zeros (the same values, bit for bit), and no
-/// step writes zeros over every gradient first. Fused linears' weights keep
-/// their buffers for the next step (pippy::releaseGradient).
-void releaseGradients(::torch::optim::Optimizer &optimizer);
+/// Drops the trained parameters' gradients before a step's first backward
+/// (every one, also those another replica steps under --zero 1): autograd
+/// then stores the first micro-batch's gradient as it is instead of adding
+/// it to zeros (the same values, bit for bit), and no step writes zeros
+/// over every gradient first. Fused linears' weights keep their buffers for
+/// the next step (pippy::releaseGradient).
+void releaseGradients(
+    const std::vector<std::pair<std::string, at::Tensor>> &params);
+
+/// The bytes of the optimizer state `optimizer` holds for `params`
+/// (momentum buffers, AdamW moments), as a checkpoint stores them
+/// (Checkpoint.cpp).
+int64_t optimizerStateBytes(
+    ::torch::optim::Optimizer &optimizer,
+    const std::vector<std::pair<std::string, at::Tensor>> &params);
 
 } // namespace pippy::rt
 

@@ -1,5 +1,7 @@
 //===- CommTest.cpp - the Gloo communicator on two in-process ranks -------===//
 
+#include "TwoRanks.h"
+
 #include "pippy/Runtime/Comm.h"
 
 #include <ATen/ATen.h>
@@ -15,36 +17,6 @@
 using namespace pippy;
 
 namespace {
-
-/// Runs `body(rank, comm)` on two ranks (threads) that meet through a
-/// FileStore in a fresh directory.
-void onTwoRanks(const std::function<void(int, Communicator &)> &body) {
-  char dir[] = "/tmp/pippy-commtest-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  std::string store = std::string(dir) + "/store";
-  std::string failures[2];
-  auto rank = [&](int r) {
-    try {
-      Rendezvous rdzv;
-      rdzv.rank = r;
-      rdzv.worldSize = 2;
-      rdzv.localRank = r;
-      rdzv.storePath = store;
-      rdzv.timeout = std::chrono::milliseconds(30000);
-      std::unique_ptr<Communicator> comm = createGlooCommunicator(rdzv);
-      body(r, *comm);
-    } catch (const std::exception &e) {
-      failures[r] = e.what();
-    }
-  };
-  std::thread other(rank, 1);
-  rank(0);
-  other.join();
-  EXPECT_EQ(failures[0], "");
-  EXPECT_EQ(failures[1], "");
-  std::remove(store.c_str());
-  rmdir(dir);
-}
 
 // Gloo has no bool, bfloat16 or complex collectives; the communicator moves
 // their bytes as other types, so every dtype pippy can hold broadcasts.

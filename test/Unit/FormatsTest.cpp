@@ -176,7 +176,7 @@ TEST(CheckpointManifest, RoundTripsAndChecksFolders) {
   ASSERT_EQ(pippy::writeFileAtomically(dir + "/rank0.safetensors", "zero"), "");
   ASSERT_EQ(pippy::writeFileAtomically(dir + "/rank1.safetensors", "one"), "");
   pippy::rt::CheckpointManifest manifest = pippy::rt::describeCheckpoint(
-      dir, 4, 2, {"rank0.safetensors", "rank1.safetensors"});
+      dir, 4, 2, 1, {"rank0.safetensors", "rank1.safetensors"});
   pippy::rt::CheckpointManifest back =
       pippy::rt::CheckpointManifest::parse(manifest.toJson());
   EXPECT_EQ(back.step, 4);
@@ -201,6 +201,25 @@ TEST(CheckpointManifest, RoundTripsAndChecksFolders) {
   std::filesystem::remove(dir + "/rank1.safetensors");
   EXPECT_EQ(pippy::rt::checkCheckpoint(dir, 2),
             "rank1.safetensors is missing or unreadable");
+
+  // --zero 1: a share of the optimizer state per replica, 2 x 2 files.
+  ASSERT_EQ(pippy::writeFileAtomically(dir + "/rank1.safetensors", "one"), "");
+  for (const char *name :
+       {"rank0.replica1.safetensors", "rank1.replica1.safetensors"})
+    ASSERT_EQ(pippy::writeFileAtomically(dir + "/" + name, "shard"), "");
+  pippy::rt::CheckpointManifest sharded = pippy::rt::describeCheckpoint(
+      dir, 4, 2, 2,
+      {"rank0.safetensors", "rank1.safetensors", "rank0.replica1.safetensors",
+       "rank1.replica1.safetensors"});
+  EXPECT_EQ(pippy::rt::CheckpointManifest::parse(sharded.toJson()).shards, 2);
+  ASSERT_EQ(
+      pippy::writeFileAtomically(dir + "/manifest.json", sharded.toJson()), "");
+  EXPECT_EQ(pippy::rt::checkCheckpoint(dir, 2), "");
+  sharded.files.pop_back();
+  ASSERT_EQ(
+      pippy::writeFileAtomically(dir + "/manifest.json", sharded.toJson()), "");
+  EXPECT_EQ(pippy::rt::checkCheckpoint(dir, 2),
+            "manifest.json lists 3 files for 2 ranks x 2 shards");
 
   for (const char *bad :
        {"[]", "{\"step\": 1}", "not json",

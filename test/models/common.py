@@ -259,10 +259,17 @@ def _report(name, result):
 
 def main(name, build):
     """Entry point of a generator: build() -> (model, example_inputs,
-    data_inputs, targets, loss[, kwargs])."""
-    if len(sys.argv) != 2:
-        sys.exit("usage: %s OUT_DIR" % sys.argv[0])
-    res = build()
+    data_inputs, targets, loss[, kwargs]). `OUT_DIR --microbatches M`
+    calls build(microbatches=M) (generators whose build takes it)."""
+    args = sys.argv[1:]
+    kwargs = {}
+    if len(args) == 3 and args[1] == "--microbatches":
+        kwargs["microbatches"] = int(args[2])
+        args = args[:1]
+    if len(args) != 1:
+        sys.exit("usage: %s OUT_DIR [--microbatches M]" % sys.argv[0])
+    sys.argv[1:] = args
+    res = build(**kwargs)
     kw = res[5] if len(res) > 5 else {}
     _report(name, generate(name, *res[:5], out_dir=sys.argv[1], **kw))
 

@@ -89,14 +89,14 @@ class GPT(nn.Module):
         return self.lm_head(self.ln_f(x))
 
 
-def build():
+def build(microbatches=M):
     common.seed()
     model = GPT()
     g = common.data_gen()
-    rows = MB * M * STEPS
+    rows = MB * microbatches * STEPS
     seq = torch.randint(0, VOCAB, (rows, SEQ + 1), generator=g)
     x, y = seq[:, :-1].contiguous(), seq[:, 1:].contiguous()
-    return model, (x[:MB],), (x,), y, "cross_entropy", {"microbatches": M, "steps": STEPS}
+    return model, (x[:MB],), (x,), y, "cross_entropy", {"microbatches": microbatches, "steps": STEPS}
 
 
 if __name__ == "__main__":

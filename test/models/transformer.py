@@ -28,14 +28,14 @@ class Encoder(nn.Module):
         return self.head(h.mean(dim=1))
 
 
-def build():
+def build(microbatches=M):
     common.seed()
     model = Encoder()
     g = common.data_gen()
-    rows = MB * M * STEPS
+    rows = MB * microbatches * STEPS
     x = torch.randn(rows, SEQ, D_IN, generator=g)
     y = torch.randint(0, CLASSES, (rows,), generator=g)
-    return model, (x[:MB],), (x,), y, "cross_entropy", {"microbatches": M, "steps": STEPS}
+    return model, (x[:MB],), (x,), y, "cross_entropy", {"microbatches": microbatches, "steps": STEPS}
 
 
 if __name__ == "__main__":

@@ -82,6 +82,15 @@ struct RunOptions {
   Backend backend = Backend::Gloo;
 
   // Where ranks run.
+  /// Data-parallel replicas of the pipeline (Mesh.h): the world is dp x the
+  /// pipeline's ranks, and each replica runs microbatches / dp of a step.
+  int dp = 1;
+  /// Each stage's gradient all-reduce starts when its last backward of the
+  /// step is done, overlapping what the rank has left (false: at the step).
+  bool dpOverlap = true;
+  /// ZeRO stage (0 or 1): with 1 each replica holds and steps the optimizer
+  /// state of its share of the parameters (DataParallel.h).
+  int zero = 0;
   int nnodes = 1;
   int nodeRank = 0;
   std::string masterAddr;

@@ -24,6 +24,18 @@ CASE is one of:
            naming the process that holds rank 1; the job trains on.
   alone    node 0 of two whose node 1 never starts: one error line after
            the timeout, naming rank 1.
+  dp-resume  `resume` on two data-parallel replicas of the pipeline
+           (--nproc 4 --dp 2, 4 micro-batches a step): replica 0 writes the
+           checkpoints, both replicas resume from them.
+  dp-zero  `dp-resume` with --zero 1 (each replica steps and checkpoints
+           its share of the AdamW state): the weights equal the unsharded
+           run's bit for bit, each replica holds part of the state, and the
+           sharded checkpoint refuses to resume without --zero 1.
+  dp-nodes `nodes` on that mesh: two nodes of two ranks each, one replica
+           per node, equal to the one-node run bit for bit.
+  dp-kill  `kill` on that mesh, killing rank 3 (replica 1's second stage):
+           its pipeline peer (rank 2) or its data-parallel peer (rank 1)
+           must name it, and the run must end.
 Prints one line per check; exits non-zero when one fails.
 """
 import json
@@ -74,35 +86,43 @@ def same_weights(path_a, path_b):
     return set(wa) == set(wb) and all(torch.equal(wa[k], wb[k]) for k in wa)
 
 
-def train(out, bindir, steps, extra):
-    cmd = [f"{bindir}/pippy-run", f"{out}/pipe.mlir", "--nproc", "2",
-           "--schedule", "1f1b", "--microbatches", str(M), "--steps",
+# The data-parallel mesh of the dp- cases: two replicas of the two ranks.
+DP_FLAGS = ["--nproc", "4", "--dp", "2", "--microbatches", str(2 * M)]
+
+
+def train(out, bindir, steps, extra, mesh=None, check=True):
+    mesh = mesh or ["--nproc", "2", "--microbatches", str(M)]
+    cmd = [f"{bindir}/pippy-run", f"{out}/pipe.mlir"] + mesh + [
+           "--schedule", "1f1b", "--steps",
            str(steps), "--data", f"{out}/data.safetensors", "--optimizer",
            "adamw", "--lr", "0.01", "--timeout", "20"] + extra
     proc = subprocess.run(cmd, capture_output=True, text=True)
+    if not check:
+        return proc
     if proc.returncode != 0:
         print(f"FAILED: {' '.join(cmd)}\n{proc.stdout}{proc.stderr}")
         sys.exit(1)
     return proc.stdout
 
 
-def resume(out, bindir):
+def resume(out, bindir, mesh=None):
     ok = True
     full, part = f"{out}/full", f"{out}/part"
     for d in (full, part):
         shutil.rmtree(d, ignore_errors=True)
     train(out, bindir, 6, ["--checkpoint-dir", full, "--checkpoint-every",
                            "2", "--metrics", f"{out}/full.json",
-                           "--save-weights", f"{out}/full.safetensors"])
+                           "--save-weights", f"{out}/full.safetensors"], mesh)
     print("checkpoints " + " ".join(sorted(os.listdir(full))))
+    print("files " + " ".join(sorted(os.listdir(f"{full}/step-2"))))
     train(out, bindir, 4, ["--checkpoint-dir", part, "--checkpoint-every",
-                           "2"])
+                           "2"], mesh)
     # A checkpoint that was being written when the run died is ignored.
     os.makedirs(f"{part}/step-8.tmp")
     text = train(out, bindir, 6, ["--checkpoint-dir", part, "--resume",
                                   "--metrics", f"{out}/resumed.json",
                                   "--save-weights",
-                                  f"{out}/resumed.safetensors"])
+                                  f"{out}/resumed.safetensors"], mesh)
     resumed_from = [line for line in text.splitlines() if "resuming" in line]
     print(resumed_from[0] if resumed_from else "no resume line")
     a = step_losses(f"{out}/full.json")
@@ -124,6 +144,20 @@ def free_port():
         return s.getsockname()[1]
 
 
+def same_as_one_node(out):
+    """Whether the two-node run's 3 losses and weights equal the one-node
+    run's bit for bit (printing both checks)."""
+    a = [s["loss"] for s in json.load(open(f"{out}/one-node.json"))["steps"]]
+    b = [s["loss"] for s in json.load(open(f"{out}/two-nodes.json"))["steps"]]
+    same = len(a) == 3 and a == b
+    print(f"two-node losses {'ok' if same else 'MISMATCH'}: "
+          + ", ".join(f"{x:.6f}/{y:.6f}" for x, y in zip(b, a)))
+    same_w = same_weights(f"{out}/one-node.safetensors",
+                          f"{out}/two-nodes.safetensors")
+    print(f"two-node weights {'ok' if same_w else 'MISMATCH'}")
+    return same and same_w
+
+
 def nodes(out, bindir):
     train(out, bindir, 3, ["--metrics", f"{out}/one-node.json",
                            "--save-weights", f"{out}/one-node.safetensors"])
@@ -143,14 +177,7 @@ def nodes(out, bindir):
             ok = False
     if not ok:
         return False
-    a = [s["loss"] for s in json.load(open(f"{out}/one-node.json"))["steps"]]
-    b = [s["loss"] for s in json.load(open(f"{out}/two-nodes.json"))["steps"]]
-    same = len(a) == 3 and a == b
-    print(f"two-node losses {'ok' if same else 'MISMATCH'}: "
-          + ", ".join(f"{x:.6f}/{y:.6f}" for x, y in zip(b, a)))
-    same_w = same_weights(f"{out}/one-node.safetensors",
-                          f"{out}/two-nodes.safetensors")
-    print(f"two-node weights {'ok' if same_w else 'MISMATCH'}")
+    same_runs = same_as_one_node(out)
 
     codes, texts = run_nodes(out, bindir, [["--steps", "3", "--save-weights",
                                             f"{out}/x.safetensors"],
@@ -162,12 +189,13 @@ def nodes(out, bindir):
             print(line)
     stopped = codes == [1, 1] and "step 1/" not in texts[0] + texts[1]
     print(f"stopped before the first step: {'yes' if stopped else 'no'}")
-    return same and same_w and stopped
+    return same_runs and stopped
 
 
-def start_node(out, bindir, node, port, extra, env=None, microbatches=M):
-    """Starts pippy-run as node `node` of two (one rank each)."""
-    cmd = [f"{bindir}/pippy-run", f"{out}/pipe.mlir", "--nproc", "1",
+def start_node(out, bindir, node, port, extra, env=None, microbatches=M,
+               nproc=1):
+    """Starts pippy-run as node `node` of two (`nproc` ranks each)."""
+    cmd = [f"{bindir}/pippy-run", f"{out}/pipe.mlir", "--nproc", str(nproc),
            "--nnodes", "2", "--node-rank", str(node),
            "--master-addr", "127.0.0.1", "--master-port", port,
            "--schedule", "1f1b", "--microbatches", str(microbatches), "--data",
@@ -178,14 +206,31 @@ def start_node(out, bindir, node, port, extra, env=None, microbatches=M):
                             env=None if env is None else {**os.environ, **env})
 
 
-def run_nodes(out, bindir, extras):
-    """Runs one pippy-run per node (one rank each) with a fresh port;
+def run_nodes(out, bindir, extras, microbatches=M, nproc=1):
+    """Runs one pippy-run per node (`nproc` ranks each) with a fresh port;
     returns their exit statuses and outputs."""
     port = str(free_port())
-    procs = [start_node(out, bindir, node, port, extra)
+    procs = [start_node(out, bindir, node, port, extra,
+                        microbatches=microbatches, nproc=nproc)
              for node, extra in enumerate(extras)]
     texts = [proc.communicate(timeout=120)[0] for proc in procs]
     return [proc.returncode for proc in procs], texts
+
+
+def dp_nodes(out, bindir):
+    """The data-parallel mesh across two nodes: replica r on node r."""
+    train(out, bindir, 3, ["--metrics", f"{out}/one-node.json",
+                           "--save-weights", f"{out}/one-node.safetensors"],
+          DP_FLAGS)
+    same = ["--dp", "2", "--steps", "3", "--metrics",
+            f"{out}/two-nodes.json", "--save-weights",
+            f"{out}/two-nodes.safetensors"]
+    codes, texts = run_nodes(out, bindir, [same, same], 2 * M, nproc=2)
+    print(f"two nodes of one replica each: exit statuses {codes}")
+    if codes != [0, 0]:
+        print(texts[0] + texts[1])
+        return False
+    return same_as_one_node(out)
 
 
 def job(out, bindir):
@@ -231,6 +276,28 @@ def alone(out, bindir):
     return node0.returncode == 1
 
 
+def dp_zero(out, bindir):
+    zero = DP_FLAGS + ["--zero", "1"]
+    ok = resume(out, bindir, zero)
+    train(out, bindir, 6, ["--save-weights", f"{out}/whole.safetensors",
+                           "--metrics", f"{out}/whole.json"], DP_FLAGS)
+    same = same_weights(f"{out}/full.safetensors", f"{out}/whole.safetensors")
+    print(f"sharded weights {'ok' if same else 'MISMATCH'}")
+    sharded = json.load(open(f"{out}/full.json"))["optimizer_state_bytes"]
+    whole = json.load(open(f"{out}/whole.json"))["optimizer_state_bytes"]
+    # Each pipeline rank's state is split between its two replicas.
+    split = all(0 < sharded[p] < whole[p] and
+                sharded[p] + sharded[p + 2] == whole[p] for p in (0, 1))
+    print(f"optimizer state bytes: {sharded} with --zero 1, {whole} without: "
+          f"{'split' if split else 'NOT SPLIT'}")
+    proc = train(out, bindir, 6, ["--checkpoint-dir", f"{out}/part",
+                                  "--resume"], DP_FLAGS, check=False)
+    for line in proc.stderr.splitlines():
+        if "sharded" in line:
+            print(line)
+    return ok and same and split and proc.returncode != 0
+
+
 def children(pid):
     """Pids of the ranks the launcher forked, by local rank: it forks them
     in rank order, so their start times (then pids) give the order."""
@@ -247,10 +314,11 @@ def children(pid):
     return {rank: p for rank, (_, p) in enumerate(sorted(found))}
 
 
-def fail_rank(out, bindir, sig):
+def fail_rank(out, bindir, sig, victim=1, mesh=None):
     timeout = 4
-    cmd = [f"{bindir}/pippy-run", f"{out}/pipe.mlir", "--nproc", "2",
-           "--schedule", "1f1b", "--microbatches", str(M), "--steps",
+    mesh = mesh or ["--nproc", "2", "--microbatches", str(M)]
+    cmd = [f"{bindir}/pippy-run", f"{out}/pipe.mlir"] + mesh + [
+           "--schedule", "1f1b", "--steps",
            "100000000", "--data", f"{out}/data.safetensors", "--timeout",
            str(timeout)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE,
@@ -261,7 +329,7 @@ def fail_rank(out, bindir, sig):
         if line.startswith("[rank1] step 3/"):
             break
     ranks = children(proc.pid)
-    os.kill(ranks[1], sig)
+    os.kill(ranks[victim], sig)
     hit = time.monotonic()
     rest, _ = proc.communicate(timeout=120)
     elapsed = time.monotonic() - hit
@@ -271,6 +339,14 @@ def fail_rank(out, bindir, sig):
     for line in errors:
         print(line)
     print(f"exit status {proc.returncode}")
+    if victim != 1:
+        # On a mesh, the ranks that exchange with the victim name it
+        # themselves (before the launcher's "; rank 3 was killed ...").
+        named = [line for line in errors
+                 if line.startswith("pippy-run: error: rank ")
+                 and f"rank {victim}" in line.split(":", 2)[2].split(";")[0]]
+        print(f"a peer named rank {victim}: {'yes' if named else 'no'}")
+        return proc.returncode != 0 and bool(named)
     rank0 = [line for line in errors
              if line.startswith("pippy-run: error: rank 0:")]
     # Rank 0 must have noticed by itself, naming rank 1, within the timeout
@@ -299,6 +375,14 @@ def main():
         ok = alone(out, bindir)
     elif case == "kill":
         ok = fail_rank(out, bindir, signal.SIGKILL)
+    elif case == "dp-zero":
+        ok = dp_zero(out, bindir)
+    elif case == "dp-nodes":
+        ok = dp_nodes(out, bindir)
+    elif case == "dp-resume":
+        ok = resume(out, bindir, DP_FLAGS)
+    elif case == "dp-kill":
+        ok = fail_rank(out, bindir, signal.SIGKILL, 3, DP_FLAGS)
     else:
         ok = fail_rank(out, bindir, signal.SIGSTOP)
     return 0 if ok else 1
