@@ -346,6 +346,46 @@ def PippyResolveTied : Pass<"pippy-resolve-tied", "::mlir::func::FuncOp"> {
   ];
 }
 
+def PippyTensorParallel
+    : Pass<"pippy-tensor-parallel", "::mlir::ModuleOp"> {
+  let summary = "Shards linear pairs over a tensor-parallel group";
+  let description = [{
+    Megatron-LM's tensor parallelism for MLPs: each pair of linear layers
+    joined by element-wise ops (`linear -> gelu -> linear`) is split over
+    `tp` ranks, the first by output features (column-parallel), the second
+    by input features (row-parallel), with `pippy.tp_copy` before the first
+    (identity; gradient summed over the group) and `pippy.tp_reduce` after
+    the second (partial results summed). The sharded parameters carry
+    `pippy.shard = array<i64: DIM, PARTS>` and their slice's type; the
+    second linear's bias is added once, after the sum. Every other linear
+    stays replicated. Each linear is marked `pippy.tensor_parallel`
+    ("column", "row", or "replicated: why"), and `--pippy-report` lists
+    them. Run the result with `pippy-run --tp TP` (docs/TensorParallel.md).
+    Works on graph IR and on pipelines alike (each stage's pairs).
+
+    ```mlir
+    %h = torch.aten.linear %x, %w1, %b1 ... -> !torch.vtensor<[2,8,128],f32>
+    %g = torch.aten.gelu %h, %str ...
+    %y = torch.aten.linear %g, %w2, %b2 ... -> !torch.vtensor<[2,8,32],f32>
+    ```
+
+    becomes, with `tp=2`:
+
+    ```mlir
+    %x1 = pippy.tp_copy %x {tp = 2} : !torch.vtensor<[2,8,32],f32>
+    %h = torch.aten.linear %x1, %w1, %b1 ... -> !torch.vtensor<[2,8,64],f32>
+    %g = torch.aten.gelu %h, %str ...
+    %p = torch.aten.linear %g, %w2, %none ... -> !torch.vtensor<[2,8,32],f32>
+    %r = pippy.tp_reduce %p {tp = 2} : !torch.vtensor<[2,8,32],f32>
+    %y = torch.aten.add.Tensor %r, %b2, %int1 ...
+    ```
+  }];
+  let options = [
+    Option<"tp", "tp", "int64_t", /*default=*/"2",
+           "ranks in the tensor-parallel group">,
+  ];
+}
+
 def PippyLowerSchedule
     : Pass<"pippy-lower-schedule", "::mlir::func::FuncOp"> {
   let summary = "Records each rank's checked action list on the pipeline";

@@ -99,6 +99,35 @@ int64_t optimalBottleneck(pd::PipelineOp pipeline) {
   return ::pippy::partitionOptimal(problem, numStages).bottleneck;
 }
 
+/// What --pippy-tensor-parallel made of one linear layer.
+struct LinearRole {
+  int64_t stage;
+  std::string module, role;
+};
+
+/// A linear's name: its module path, or without locations its weight's.
+std::string linearName(Operation *op) {
+  if (std::optional<std::string> path = ::pippy::getModulePath(op->getLoc()))
+    return *path;
+  if (op->getNumOperands() > 1)
+    if (auto param = op->getOperand(1).getDefiningOp<pd::ParamOp>())
+      return param.getName().str();
+  return "?";
+}
+
+/// The linears of a pipeline sharded by --pippy-tensor-parallel, in stage
+/// order; empty for one that is not.
+std::vector<LinearRole> tensorParallelRoles(pd::PipelineOp pipeline) {
+  std::vector<LinearRole> roles;
+  for (pd::StageOp stage : pipeline.getStages())
+    stage.walk([&](Operation *op) {
+      if (auto role = op->getAttrOfType<StringAttr>("pippy.tensor_parallel"))
+        roles.push_back({stage.getIndexAttr().getInt(), linearName(op),
+                         role.getValue().str()});
+    });
+  return roles;
+}
+
 struct ReportPass : public pd::impl::PippyReportBase<ReportPass> {
   using Base::Base;
 
@@ -135,14 +164,17 @@ struct ReportPass : public pd::impl::PippyReportBase<ReportPass> {
           return signalPassFailure();
         sim = sched::simulate(**schedule, topo, *stageCosts);
       }
+      std::vector<LinearRole> roles = tensorParallelRoles(pipeline);
       if (format == "json") {
         printJson(rows, ratio, slowest, optimum,
                   sim ? scheduleJson(**schedule, *sim)
-                      : llvm::json::Value(nullptr));
+                      : llvm::json::Value(nullptr),
+                  roles);
       } else {
         printText(rows, ratio, slowest, optimum);
         if (sim)
           printScheduleText(**schedule, *sim);
+        printRolesText(roles);
       }
     });
     if (!any)
@@ -195,6 +227,24 @@ struct ReportPass : public pd::impl::PippyReportBase<ReportPass> {
     os << llvm::formatv("bubble: {0:f3}\n", sim.bubbleFraction);
   }
 
+  /// "tensor parallel: 2 linears column-parallel, 2 row-parallel, 1
+  /// replicated", then each linear.
+  static void printRolesText(const std::vector<LinearRole> &roles) {
+    if (roles.empty())
+      return;
+    int column = 0, row = 0;
+    for (const LinearRole &r : roles) {
+      column += r.role == "column";
+      row += r.role == "row";
+    }
+    llvm::raw_ostream &os = llvm::outs();
+    os << llvm::formatv("tensor parallel: {0} linears column-parallel, {1} "
+                        "row-parallel, {2} replicated\n",
+                        column, row, roles.size() - column - row);
+    for (const LinearRole &r : roles)
+      os << llvm::formatv("  stage {0} {1}: {2}\n", r.stage, r.module, r.role);
+  }
+
   static std::string stagesText(const sched::Schedule &s, int r) {
     std::string text;
     for (int stage : s.stagesOf(r))
@@ -225,7 +275,8 @@ struct ReportPass : public pd::impl::PippyReportBase<ReportPass> {
   }
 
   void printJson(const std::vector<pd::StageRow> &rows, double ratio,
-                 int64_t slowest, int64_t optimum, llvm::json::Value schedule) {
+                 int64_t slowest, int64_t optimum, llvm::json::Value schedule,
+                 const std::vector<LinearRole> &roles) {
     llvm::json::Array stages;
     for (const pd::StageRow &r : rows)
       stages.push_back(
@@ -245,6 +296,13 @@ struct ReportPass : public pd::impl::PippyReportBase<ReportPass> {
                               {"optimum", optimum}};
     if (schedule.kind() != llvm::json::Value::Null)
       report["schedule"] = std::move(schedule);
+    if (!roles.empty()) {
+      llvm::json::Array linears;
+      for (const LinearRole &r : roles)
+        linears.push_back(llvm::json::Object{
+            {"stage", r.stage}, {"module", r.module}, {"role", r.role}});
+      report["tensor_parallel"] = std::move(linears);
+    }
     llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(report)))
                  << "\n";
   }

@@ -64,9 +64,9 @@ void RankRunner::checkRanksAgree() {
        onOff(options.checkpointDir) + " " +
            std::to_string(options.checkpointEvery)},
       {"--resume", options.resume ? "on" : "off"},
-      {"--dp, --dp-overlap and --zero",
+      {"--dp, --dp-overlap, --zero and --tp",
        std::to_string(options.dp) + (options.dpOverlap ? " on " : " off ") +
-           std::to_string(options.zero)},
+           std::to_string(options.zero) + " " + std::to_string(options.tp)},
   };
   int64_t n = static_cast<int64_t>(settings.size());
   at::Tensor rows = at::zeros({rdzv.worldSize, n}, at::kLong);

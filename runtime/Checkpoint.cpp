@@ -8,15 +8,17 @@
 //             exp_avg:NAME, exp_avg_sq:NAME   AdamW
 //   metadata  step, cursor (the data row the next step starts at), rank
 //             (the pipeline rank), world_size (the pipeline's ranks),
-//             data_parallel (--dp), zero (--zero), optimizer,
-//             adamw_step:NAME
+//             data_parallel (--dp), tensor_parallel (--tp), zero (--zero),
+//             optimizer, adamw_step:NAME
 //
 // With --dp, replica 0 writes (the replicas' weights and optimizer states
 // are equal), and every replica resumes from it; a step covers the same
 // rows for any --dp, so a checkpoint resumes under another --dp (or
 // --zero 1) too. With --zero 1 replica r > 0 also writes its share of the
 // optimizer state, rank<R>.replica<r>.safetensors (no param: tensors);
-// such a checkpoint resumes with the same --zero 1 --dp alone.
+// such a checkpoint resumes with the same --zero 1 --dp alone. With --tp
+// each tensor rank t writes its slices as rank<R>.tp<t>[.replica<r>], and
+// the checkpoint resumes with the same --tp.
 // Every rank writes into D/step-K.tmp; once all have, rank 0 writes the
 // folder's manifest (CheckpointManifest.h: each file's size and checksum)
 // and renames the folder to D/step-K. `--resume` takes the newest folder
@@ -113,17 +115,20 @@ void loadOptimizerState(
 
 /// Pipeline rank `rank`'s file: replica 0's holds its weights and optimizer
 /// state (with --zero 1, replica 0's share of it); with --zero 1 replica r's
-/// share is in rank<R>.replica<r>.safetensors.
-std::string rankFileName(int rank, int replica = 0) {
+/// share is in rank<R>.replica<r>.safetensors; with --tp, tensor rank t's
+/// slices are in rank<R>.tp<t>[.replica<r>].safetensors (`tensorRank` -1:
+/// no tensor parallelism).
+std::string rankFileName(int rank, int tensorRank = -1, int replica = 0) {
   return "rank" + std::to_string(rank) +
+         (tensorRank >= 0 ? ".tp" + std::to_string(tensorRank) : "") +
          (replica ? ".replica" + std::to_string(replica) : "") + ".safetensors";
 }
 
-std::string rankFile(const std::string &dir, int rank, int replica = 0) {
-  return dir + "/" + rankFileName(rank, replica);
-}
-
 } // namespace
+
+std::string RankRunner::fileName(int ofReplica) const {
+  return rankFileName(rank, mesh.tp > 1 ? tensorRank : -1, ofReplica);
+}
 
 int64_t optimizerStateBytes(
     ::torch::optim::Optimizer &optimizer,
@@ -143,40 +148,48 @@ void RankRunner::checkpoint(::torch::optim::Optimizer &optimizer, int step,
   // Replicas hold the same weights and optimizer state: replica 0 writes
   // them (and its BatchNorm statistics); with --zero 1 each replica writes
   // its share of the optimizer state.
+  // With --tp every tensor rank writes its slices.
   int shards = options.zero ? mesh.dp : 1;
-  if (replica >= shards)
+  bool writes = replica<shards, wholeWorld = shards> 1 || mesh.tp > 1;
+  if (!writes && !wholeWorld)
     return;
   std::string final =
       options.checkpointDir + "/" + kStepFolder + std::to_string(step);
   std::string tmp = final + ".tmp";
-  std::error_code ec;
-  fs::create_directories(tmp, ec);
-  if (ec)
-    throw RuntimeError("cannot create " + tmp + ": " + ec.message());
-  std::vector<std::pair<std::string, at::Tensor>> tensors;
-  if (replica == 0)
-    for (const auto &[name, p] : params)
-      tensors.emplace_back(kParam + name, p);
-  std::map<std::string, std::string> metadata{
-      {"step", std::to_string(step)},
-      {"cursor", std::to_string(cursor)},
-      {"rank", std::to_string(rank)},
-      {"world_size", std::to_string(plan.numRanks)},
-      {"data_parallel", std::to_string(mesh.dp)},
-      {"zero", std::to_string(options.zero)},
-      {"optimizer", name(options.optimizer)}};
-  saveOptimizerState(optimizer, optimized, tensors, metadata);
-  writeTensors(rankFile(tmp, rank, replica), tensors, metadata);
-  (shards > 1 ? worldComm.get() : comm)
+  if (writes) {
+    std::error_code ec;
+    fs::create_directories(tmp, ec);
+    if (ec)
+      throw RuntimeError("cannot create " + tmp + ": " + ec.message());
+    std::vector<std::pair<std::string, at::Tensor>> tensors;
+    if (replica == 0)
+      for (const auto &[name, p] : params)
+        tensors.emplace_back(kParam + name, p);
+    std::map<std::string, std::string> metadata{
+        {"step", std::to_string(step)},
+        {"cursor", std::to_string(cursor)},
+        {"rank", std::to_string(rank)},
+        {"world_size", std::to_string(plan.numRanks)},
+        {"data_parallel", std::to_string(mesh.dp)},
+        {"tensor_parallel", std::to_string(mesh.tp)},
+        {"zero", std::to_string(options.zero)},
+        {"optimizer", name(options.optimizer)}};
+    saveOptimizerState(optimizer, optimized, tensors, metadata);
+    writeTensors(tmp + "/" + fileName(replica), tensors, metadata);
+  }
+  (wholeWorld ? worldComm.get() : comm)
       ->barrier(where() + ": waiting for every rank's checkpoint");
   if (rdzv.rank != 0)
     return;
   std::vector<std::string> names;
   for (int r = 0; r < shards; ++r)
     for (int p = 0; p < plan.numRanks; ++p)
-      names.push_back(rankFileName(p, r));
+      for (int t = 0; t < mesh.tp; ++t)
+        names.push_back(rankFileName(p, mesh.tp > 1 ? t : -1, r));
   std::string manifest =
-      describeCheckpoint(tmp, step, plan.numRanks, shards, names).toJson();
+      describeCheckpoint(tmp, step, plan.numRanks * mesh.tp, shards, names)
+          .toJson();
+  std::error_code ec;
   if (std::string error = writeFileAtomically(tmp + "/manifest.json", manifest);
       !error.empty())
     throw RuntimeError(error);
@@ -229,7 +242,7 @@ int RankRunner::resume(::torch::optim::Optimizer &optimizer, int64_t &cursor) {
   for (int step : checkpointSteps(options.checkpointDir)) {
     std::string dir =
         options.checkpointDir + "/" + kStepFolder + std::to_string(step);
-    std::string why = checkCheckpoint(dir, plan.numRanks);
+    std::string why = checkCheckpoint(dir, plan.numRanks * mesh.tp);
     if (why.empty()) {
       best = step;
       break;
@@ -243,17 +256,21 @@ int RankRunner::resume(::torch::optim::Optimizer &optimizer, int64_t &cursor) {
   }
   std::string dir =
       options.checkpointDir + "/" + kStepFolder + std::to_string(best);
-  TensorFile file = readTensors(rankFile(dir, rank));
+  std::string path = dir + "/" + fileName(0);
+  TensorFile file = readTensors(path);
   auto metaOr = [&](const std::string &key, const char *absent) {
     auto it = file.metadata.find(key);
     if (it != file.metadata.end())
       return it->second;
     if (!absent)
-      throw RuntimeError(rankFile(dir, rank) + ": no '" + key +
-                         "' in the metadata");
+      throw RuntimeError(path + ": no '" + key + "' in the metadata");
     return std::string(absent);
   };
   auto meta = [&](const std::string &key) { return metaOr(key, nullptr); };
+  if (metaOr("tensor_parallel", "1") != std::to_string(mesh.tp))
+    throw RuntimeError(dir + " holds parameters sharded for --tp " +
+                       metaOr("tensor_parallel", "1") + ", not " +
+                       std::to_string(mesh.tp));
   // A sharded optimizer state resumes on its own mesh; a whole one on any.
   bool sharded = metaOr("zero", "0") == "1";
   if (sharded && (!options.zero ||
@@ -274,14 +291,14 @@ int RankRunner::resume(::torch::optim::Optimizer &optimizer, int64_t &cursor) {
     for (auto &[name, p] : params) {
       auto it = file.tensors.find(kParam + name);
       if (it == file.tensors.end() || it->second.sizes() != p.sizes())
-        throw RuntimeError(rankFile(dir, rank) + ": no weight '" + name +
+        throw RuntimeError(path + ": no weight '" + name +
                            "' of the right shape");
       p.copy_(it->second);
     }
   }
   loadOptimizerState(optimizer, options.optimizer, optimized,
                      sharded && replica > 0
-                         ? readTensors(rankFile(dir, rank, replica))
+                         ? readTensors(dir + "/" + fileName(replica))
                          : file);
   cursor = std::stoll(meta("cursor"));
   printRank0("resuming from " + dir);

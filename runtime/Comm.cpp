@@ -12,6 +12,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <thread>
 
@@ -151,12 +152,14 @@ public:
   CommHandlePtr send(const at::Tensor &tensor, int dst, int tag,
                      const std::string &what) override {
     std::vector<at::Tensor> tensors{tensor};
-    return wrap(group->send(tensors, dst, tag), tensor, what, dst);
+    return wrap([&] { return group->send(tensors, dst, tag); }, tensor, what,
+                dst);
   }
   CommHandlePtr recv(const at::Tensor &tensor, int src, int tag,
                      const std::string &what) override {
     std::vector<at::Tensor> tensors{tensor};
-    return wrap(group->recv(tensors, src, tag), tensor, what, src);
+    return wrap([&] { return group->recv(tensors, src, tag); }, tensor, what,
+                src);
   }
   CommHandlePtr allReduceSum(const at::Tensor &tensor,
                              const std::string &what) override {
@@ -166,22 +169,24 @@ public:
       std::vector<at::Tensor> tensors{tensor.to(at::kFloat)};
       int other = onlyPeer();
       return std::make_shared<GlooHandle>(
-          group->allreduce(tensors), tensors[0], what,
-          other >= 0 ? globalRank(other) : -1, rdzv, tensor);
+          start([&] { return group->allreduce(tensors); }, what, other),
+          tensors[0], what, other >= 0 ? globalRank(other) : -1, rdzv, tensor);
     }
     std::vector<at::Tensor> tensors{glooBytes(tensor)};
-    return wrap(group->allreduce(tensors), tensors[0], what, onlyPeer());
+    return wrap([&] { return group->allreduce(tensors); }, tensors[0], what,
+                onlyPeer());
   }
   CommHandlePtr broadcast(const at::Tensor &tensor, int root,
                           const std::string &what) override {
     std::vector<at::Tensor> tensors{glooBytes(tensor)};
     c10d::BroadcastOptions options;
     options.rootRank = root;
-    return wrap(group->broadcast(tensors, options), tensors[0], what,
-                onlyPeer());
+    return wrap([&] { return group->broadcast(tensors, options); }, tensors[0],
+                what, onlyPeer());
   }
   void barrier(const std::string &what) override {
-    wrap(group->barrier(), at::Tensor(), what, onlyPeer())->wait();
+    wrap([&] { return group->barrier(); }, at::Tensor(), what, onlyPeer())
+        ->wait();
   }
 
   std::unique_ptr<Communicator>
@@ -200,11 +205,34 @@ private:
   /// In a group of two, a collective that fails has one peer to name.
   int onlyPeer() const { return size() == 2 ? 1 - rank() : -1; }
 
-  CommHandlePtr wrap(c10::intrusive_ptr<c10d::Work> work,
-                     const at::Tensor &tensor, const std::string &what,
-                     int peer) {
-    return std::make_shared<GlooHandle>(
-        std::move(work), tensor, what, peer >= 0 ? globalRank(peer) : -1, rdzv);
+  using Start = std::function<c10::intrusive_ptr<c10d::Work>()>;
+
+  /// Starts an operation; Gloo sends on the calling thread, so a peer that
+  /// is gone can fail it here already, as a CommError naming the peer.
+  c10::intrusive_ptr<c10d::Work> start(const Start &begin,
+                                       const std::string &what, int peer) {
+    try {
+      return begin();
+    } catch (const CommError &) {
+      throw;
+    } catch (const std::exception &e) {
+      std::string msg =
+          what + ": " +
+          (peer >= 0 ? "lost rank " + std::to_string(globalRank(peer))
+                     : std::string("a peer failed")) +
+          " (" + ::pippy::firstLine(e) + ")";
+      if (std::string failed = failedRanks(rdzv.failedRanksPath);
+          !failed.empty())
+        msg += "; " + failed;
+      throw CommError(msg);
+    }
+  }
+
+  CommHandlePtr wrap(const Start &begin, const at::Tensor &tensor,
+                     const std::string &what, int peer) {
+    return std::make_shared<GlooHandle>(start(begin, what, peer), tensor, what,
+                                        peer >= 0 ? globalRank(peer) : -1,
+                                        rdzv);
   }
 
   c10::intrusive_ptr<c10d::Store> store;

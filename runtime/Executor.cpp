@@ -62,7 +62,7 @@ void setThreads(int threads) {
 /// The mesh of the world under --dp.
 Mesh meshOf(const RunOptions &options, const Rendezvous &rdzv) {
   std::string error;
-  Mesh mesh = Mesh::of(rdzv.worldSize, options.dp, error);
+  Mesh mesh = Mesh::of(rdzv.worldSize, options.dp, options.tp, error);
   if (!error.empty())
     throw RuntimeError(error);
   return mesh;
@@ -76,6 +76,7 @@ RankRunner::RankRunner(const RunOptions &options, const Rendezvous &rdzv,
       plan(StagePlan::of(executable.get())), mesh(meshOf(options, rdzv)),
       replica(mesh.of(rdzv.rank).replica),
       rank(mesh.of(rdzv.rank).pipelineRank),
+      tensorRank(mesh.of(rdzv.rank).tensorRank),
       prefixOwnLines(!std::getenv("PIPPY_LAUNCHED")) {}
 
 StageRun &RankRunner::stageRun(int stage) {
@@ -102,6 +103,17 @@ void RankRunner::run() {
                                           " per replica for --dp " +
                                           std::to_string(mesh.dp) + ")"
                                     : ""));
+  if (plan.tensorParallel != mesh.tp)
+    throw RuntimeError(
+        executable.name() +
+        (plan.tensorParallel > 1
+             ? " is sharded for tensor parallelism over " +
+                   std::to_string(plan.tensorParallel) +
+                   " ranks; run it with --tp " +
+                   std::to_string(plan.tensorParallel)
+             : " is not sharded for tensor parallelism; shard it with "
+               "pippy-opt --pippy-tensor-parallel=\"tp=" +
+                   std::to_string(mesh.tp) + "\" before running it with --tp"));
   loadPrograms();
   loadWeights();
   // With --loss none the target is forward's last argument, in --infer too.
@@ -149,7 +161,8 @@ void RankRunner::loadWeights() {
   weightOrder = file.order;
   std::set<std::string> untrained = untrainedNames(file.metadata);
   for (const auto &[name, spec] : used) {
-    at::Tensor tensor = checkedParameter(file, weightsPath, name, spec);
+    at::Tensor tensor = plan.sliceOf(
+        name, checkedParameter(file, weightsPath, name, spec), tensorRank);
     bool trains = isTrainable(tensor, name, untrained) && !options.infer;
     params[name] = trains ? tensor.requires_grad_(true) : tensor;
     if (trains)
@@ -261,7 +274,7 @@ void RankRunner::train() {
     double seconds =
         std::chrono::duration<double>(Clock::now() - start).count();
     wallSeconds += seconds;
-    if (plan.holdsOutput() && replica == 0) {
+    if (plan.holdsOutput() && reports()) {
       char line[128];
       std::snprintf(line, sizeof(line), "step %d/%d loss %.6f samples/s %.1f",
                     step, options.steps, stepLoss,
@@ -282,19 +295,22 @@ void RankRunner::train() {
 /// replicas with --dp.
 std::string RankRunner::describeRun() const {
   int M = plan.microbatches;
-  return "schedule " + plan.scheduleKind + ", " +
-         std::to_string(stepMicrobatches()) + " micro-batches of " +
-         std::to_string(plan.microbatchRows()) + " rows, " +
-         std::to_string(plan.numStages) +
-         (plan.numStages == 1 ? " stage on " : " stages on ") +
-         std::to_string(plan.numRanks) +
-         (plan.numRanks == 1 ? " rank" : " ranks") +
-         (mesh.dp > 1
-              ? ", " + std::to_string(mesh.dp) + " data-parallel replicas of " +
-                    std::to_string(M) +
-                    (M == 1 ? " micro-batch" : " micro-batches") + " each (" +
-                    std::to_string(rdzv.worldSize) + " ranks)"
-              : "");
+  std::string text = "schedule " + plan.scheduleKind + ", " +
+                     std::to_string(stepMicrobatches()) + " micro-batches of " +
+                     std::to_string(plan.microbatchRows()) + " rows, " +
+                     std::to_string(plan.numStages) +
+                     (plan.numStages == 1 ? " stage on " : " stages on ") +
+                     std::to_string(plan.numRanks) +
+                     (plan.numRanks == 1 ? " rank" : " ranks");
+  if (mesh.tp > 1)
+    text += " of " + std::to_string(mesh.tp) + " tensor-parallel ranks each";
+  if (mesh.dp > 1)
+    text += ", " + std::to_string(mesh.dp) + " data-parallel replicas of " +
+            std::to_string(M) + (M == 1 ? " micro-batch" : " micro-batches") +
+            " each";
+  if (mesh.dp * mesh.tp > 1)
+    text += " (" + std::to_string(rdzv.worldSize) + " ranks)";
+  return text;
 }
 
 void RankRunner::runAction(const ScheduledAction &action, int step,

@@ -11,6 +11,7 @@
 #include "ExtraOps.h"
 
 #include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
 #include <torch/csrc/jit/frontend/function_schema_parser.h>
 
 #include <cmath>
@@ -252,6 +253,49 @@ Results expectedNormal(Args &a) { return {filledLike(a, a[1].toDouble())}; }
 Results expectedRandLike(Args &a) { return {filledLike(a, 0.5, 1)}; }
 Results expectedRandnLike(Args &a) { return {filledLike(a, 0.0, 1)}; }
 
+pippy::rt::GroupSum &tensorParallelSum() {
+  static pippy::rt::GroupSum sum;
+  return sum;
+}
+
+/// `t`'s sum over the tensor-parallel group, in a new tensor.
+at::Tensor groupSum(const at::Tensor &t) {
+  if (!tensorParallelSum())
+    throw std::runtime_error(
+        "the program is sharded for tensor parallelism "
+        "(pippy.tp_copy, pippy.tp_reduce): run it with pippy-run --tp");
+  at::Tensor sum = t.detach().clone(at::MemoryFormat::Contiguous);
+  tensorParallelSum()(sum);
+  return sum;
+}
+
+/// Megatron-LM's `g`: the partial results summed forward, the gradient
+/// passed through backward.
+struct TpReduce : torch::autograd::Function<TpReduce> {
+  static at::Tensor forward(torch::autograd::AutogradContext *,
+                            const at::Tensor &partial) {
+    return groupSum(partial);
+  }
+  static torch::autograd::variable_list
+  backward(torch::autograd::AutogradContext *,
+           torch::autograd::variable_list grads) {
+    return {grads[0]};
+  }
+};
+
+Results tpReduce(Args &a) { return {TpReduce::apply(a[0].toTensor())}; }
+
+/// Megatron-LM's `f`: identity forward; backward, the gradient summed
+/// (each rank holds only its columns' part of it).
+Results tpCopy(Args &a) {
+  at::Tensor x = a[0].toTensor();
+  if (!x.requires_grad() || !at::GradMode::is_enabled())
+    return {x};
+  at::Tensor y = x.view_as(x);
+  y.register_hook([](const at::Tensor &grad) { return groupSum(grad); });
+  return {y};
+}
+
 struct Entry {
   const char *schema;
   Results (*body)(Args &);
@@ -318,6 +362,8 @@ const Entry kEntries[] = {
     {"pippy::expected_normal_functional(Tensor self, float mean=0., float "
      "std=1., *, Generator? generator=None) -> Tensor",
      expectedNormal},
+    {"pippy::tp_copy(Tensor self) -> Tensor", tpCopy},
+    {"pippy::tp_reduce(Tensor self) -> Tensor", tpReduce},
     {"pippy::expected_rand_like(Tensor self, *, ScalarType? dtype=None, "
      "Layout? layout=None, Device? device=None, bool? pin_memory=None, "
      "MemoryFormat? memory_format=None) -> Tensor",
@@ -380,4 +426,8 @@ std::vector<const c10::FunctionSchema *> pippy::rt::extraOperatorSchemas() {
   for (const auto &[key, op] : table())
     schemas.push_back(&op.schema);
   return schemas;
+}
+
+void pippy::rt::setTensorParallelSum(GroupSum sum) {
+  tensorParallelSum() = std::move(sum);
 }

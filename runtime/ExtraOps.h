@@ -8,7 +8,10 @@
 // `_native_batch_norm_legit_no_training`, `rms_norm`, `_safe_softmax`,
 // `_unsafe_index`, `normal_functional`). The interpreter runs them here, each
 // as ATen calls that autograd differentiates. The `pippy::expected_*`
-// operators are what `--infer` runs in place of random ops.
+// operators are what `--infer` runs in place of random ops, and
+// `pippy::tp_copy` and `pippy::tp_reduce` are the tensor-parallel
+// collectives of `--pippy-tensor-parallel` (PippyOps.td), on the group
+// pippy-run installs (setTensorParallelSum).
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +21,7 @@
 #include <ATen/core/function_schema.h>
 #include <torch/csrc/jit/runtime/operator.h>
 
+#include <functional>
 #include <vector>
 
 namespace pippy::rt {
@@ -40,6 +44,14 @@ const ExtraOperator *findExpectation(const c10::OperatorName &random);
 /// The schemas of every operator pippy has (for the lowering's table of
 /// argument names).
 std::vector<const c10::FunctionSchema *> extraOperatorSchemas();
+
+/// Sums a contiguous tensor in place over the tensor-parallel group.
+using GroupSum = std::function<void(at::Tensor &)>;
+
+/// Installs the group `pippy::tp_copy` (its backward) and `pippy::tp_reduce`
+/// (its forward) sum over: pippy-run does for --tp (runtime/Replicas.cpp).
+/// Without one they throw, naming --tp.
+void setTensorParallelSum(GroupSum sum);
 
 } // namespace pippy::rt
 

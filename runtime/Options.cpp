@@ -146,6 +146,11 @@ const std::vector<Option> &options() {
        "last backward of the step is done (default); =false waits for the "
        "optimizer step",
        flag(&RunOptions::dpOverlap)},
+      {"tp", "T",
+       "tensor-parallel ranks per pipeline rank, for a pipeline sharded by "
+       "pippy-opt --pippy-tensor-parallel=\"tp=T\": the world is --dp x the "
+       "pipeline's ranks x T (default 1)",
+       integer("tp", &RunOptions::tp, 1)},
       {"zero", "0|1",
        "1: shard the optimizer state over the --dp replicas (ZeRO stage 1): "
        "each steps its share of the parameters and sends the new values to "

@@ -134,6 +134,12 @@ private:
   int globalMicrobatch(int m) const { return replica + m * mesh.dp; }
   /// Micro-batches per step over all replicas.
   int stepMicrobatches() const { return plan.microbatches * mesh.dp; }
+  /// Whether this rank speaks for its pipeline rank: prints, writes files
+  /// (replica 0, tensor rank 0; the others hold the same numbers).
+  bool reports() const { return replica == 0 && tensorRank == 0; }
+  /// `name`'s whole tensor from the slices of the tensor-parallel group
+  /// (every rank of the group calls it); `value` where it is not sharded.
+  at::Tensor wholeParameter(const std::string &name, const at::Tensor &value);
 
   // Reporting.cpp
   void record(const ScheduledAction &action, Clock::time_point begin);
@@ -154,14 +160,17 @@ private:
   /// Removes all but the newest --keep-checkpoints checkpoints (rank 0).
   void pruneCheckpoints();
   int resume(::torch::optim::Optimizer &optimizer, int64_t &cursor);
+  /// This rank's checkpoint file, as replica `ofReplica` writes it.
+  std::string fileName(int ofReplica) const;
 
   const RunOptions &options;
   Rendezvous rdzv;
   LoadedExecutable executable;
   StagePlan plan;
   Mesh mesh;
-  int replica; ///< this rank's (Mesh.h)
-  int rank;    ///< its pipeline rank: the executable's
+  int replica;    ///< this rank's (Mesh.h)
+  int rank;       ///< its pipeline rank: the executable's
+  int tensorRank; ///< which slices of sharded parameters it holds
 
   bool prefixOwnLines;
   std::vector<StageRun> stages; ///< as plan.stages
@@ -180,7 +189,7 @@ private:
   /// The world, and with --dp the replica's pipeline and this rank's
   /// data-parallel group within it; `comm` is the pipeline's (the world's
   /// without --dp), whose ranks are pipeline ranks.
-  std::unique_ptr<Communicator> worldComm, pipelineComm, dpComm;
+  std::unique_ptr<Communicator> worldComm, pipelineComm, dpComm, tpComm;
   Communicator *comm = nullptr;
   std::unique_ptr<GradientReducer> reducer; ///< with --dp
   std::vector<std::pair<std::string, std::unique_ptr<Communicator>>> tiedComms;

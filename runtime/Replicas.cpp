@@ -1,6 +1,12 @@
-//===- Replicas.cpp - one rank of a pipeline among data-parallel replicas -===//
+//===- Replicas.cpp - one rank of a pipeline in the mesh ------------------===//
 //
-// With --dp D the world holds D replicas of the pipeline (Mesh.h). A rank
+// The mesh's groups (Mesh.h): with --tp T each pipeline rank is T ranks, each
+// holding its slices of the sharded parameters and summing partial results
+// with the others (the tensor-parallel group, which the pippy::tp_*
+// operators use; ExtraOps.h); every tensor rank runs a pipeline of its own
+// with the same micro-batches.
+//
+// With --dp D the world holds D replicas of the pipeline. A rank
 // exchanges activations and gradients with its replica's ranks alone (the
 // pipeline communicator), runs micro-batches replica, replica + D, ... of
 // each step, and sums its stages' gradients with the same pipeline rank of
@@ -15,24 +21,61 @@
 
 #include "Rank.h"
 
+#include "ExtraOps.h"
+
 #include <ATen/ATen.h>
 
 namespace pippy::rt {
 
 void RankRunner::connectReplicas() {
-  if (mesh.dp == 1) {
+  if (mesh.dp == 1 && mesh.tp == 1) {
     comm = worldComm.get();
     return;
   }
   printRank0("mesh: " + std::to_string(mesh.dp) + " data-parallel replicas x " +
-             std::to_string(mesh.pp) + " pipeline ranks\n" + mesh.describe());
+             std::to_string(mesh.pp) + " pipeline ranks" +
+             (mesh.tp > 1
+                  ? " x " + std::to_string(mesh.tp) + " tensor-parallel ranks"
+                  : "") +
+             "\n" + mesh.describe());
   // Every rank creates its pipeline's group first, then its data-parallel
-  // group, so that no group waits on a member busy creating another.
-  pipelineComm = worldComm->subgroup("pipeline/" + std::to_string(replica),
-                                     mesh.pipelineGroup(replica));
-  dpComm = worldComm->subgroup("dp/" + std::to_string(rank),
-                               mesh.dataParallelGroup(rank));
+  // group, then its tensor-parallel group, so that no group waits on a
+  // member busy creating another.
+  std::string r = std::to_string(replica), p = std::to_string(rank),
+              t = std::to_string(tensorRank);
+  pipelineComm = worldComm->subgroup("pipeline/" + r + "/" + t,
+                                     mesh.pipelineGroup(replica, tensorRank));
   comm = pipelineComm.get();
+  if (mesh.dp > 1)
+    dpComm = worldComm->subgroup("dp/" + p + "/" + t,
+                                 mesh.dataParallelGroup(rank, tensorRank));
+  if (mesh.tp > 1) {
+    tpComm = worldComm->subgroup("tp/" + r + "/" + p,
+                                 mesh.tensorParallelGroup(replica, rank));
+    Communicator *group = tpComm.get();
+    std::string what = "summing a tensor-parallel result";
+    setTensorParallelSum(
+        [group, what](at::Tensor &t) { group->allReduceSum(t, what)->wait(); });
+  }
+}
+
+at::Tensor RankRunner::wholeParameter(const std::string &name,
+                                      const at::Tensor &value) {
+  auto it = plan.shards.find(name);
+  if (it == plan.shards.end())
+    return value;
+  // Every rank's slice, by broadcasts from each in turn.
+  std::vector<at::Tensor> slices;
+  for (int t = 0; t < mesh.tp; ++t) {
+    at::Tensor slice = t == tensorRank ? value.detach().contiguous()
+                                       : at::empty_like(value.detach());
+    tpComm
+        ->broadcast(slice, t,
+                    where() + ": gathering the slices of '" + name + "'")
+        ->wait();
+    slices.push_back(slice);
+  }
+  return at::cat(slices, it->second.first);
 }
 
 /// Each stage's trainable parameters, summed once its last backward of the

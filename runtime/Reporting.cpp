@@ -145,16 +145,16 @@ void RankRunner::finish(int firstStep, const std::vector<double> &losses,
     metrics.optimizerStateBytes.push_back(static_cast<int64_t>(stat(r, 7)));
   }
   metrics.bubbleFraction = wall > 0 ? 1 - busy / (W * wall) : 0;
-  if (replica == 0) {
+  if (reports()) {
     if (plan.holdsOutput() && !options.metricsPath.empty())
       writeTextFile(options.metricsPath, metricsJson(metrics));
     if (!options.tracePath.empty())
       writeTrace();
     if (!options.profilePath.empty())
       writeProfile();
-    if (!options.saveWeightsPath.empty())
-      saveWeights();
   }
+  if (replica == 0 && !options.saveWeightsPath.empty())
+    saveWeights();
   worldComm->barrier(where() + ": waiting for every rank to finish");
 }
 
@@ -214,6 +214,12 @@ void RankRunner::writeProfile() {
 /// name that an earlier stage also holds comes from that stage), and the
 /// file's values for anything no stage uses.
 void RankRunner::saveWeights() {
+  // Sharded parameters whole again (every tensor rank takes part).
+  std::map<std::string, at::Tensor> wholes;
+  for (const auto &[name, p] : params)
+    wholes[name] = wholeParameter(name, p);
+  if (tensorRank != 0)
+    return;
   std::set<std::string> earlier;
   std::map<std::string, at::Tensor> received;
   for (int s = 0; s < plan.numStages; ++s) {
@@ -228,7 +234,7 @@ void RankRunner::saveWeights() {
       const auto &[name, spec] = fresh[i];
       int t = 0x7ff00000 + static_cast<int>(i);
       if (rank == owner) {
-        at::Tensor value = params.at(name).detach().contiguous();
+        at::Tensor value = wholes.at(name).detach().contiguous();
         comm->send(value, 0, t, where() + ": sending weight '" + name + "'")
             ->wait();
       } else if (rank == 0) {
@@ -245,9 +251,9 @@ void RankRunner::saveWeights() {
     return;
   std::vector<std::pair<std::string, at::Tensor>> tensors;
   for (const std::string &name : weightOrder) {
-    auto mine = params.find(name);
+    auto mine = wholes.find(name);
     auto theirs = received.find(name);
-    tensors.emplace_back(name, mine != params.end() ? mine->second
+    tensors.emplace_back(name, mine != wholes.end() ? mine->second
                                : theirs != received.end()
                                    ? theirs->second
                                    : allWeights.at(name));
@@ -264,12 +270,15 @@ void RankRunner::saveGrads() {
   std::vector<std::pair<std::string, at::Tensor>> grads;
   for (const auto &[name, p] : trainable) {
     at::Tensor g = p.grad();
-    grads.emplace_back(name, g.defined() ? g : at::zeros_like(p));
+    grads.emplace_back(
+        name, wholeParameter(name, g.defined() ? g : at::zeros_like(p)));
   }
   std::set<std::string> frozen = metadataList(weightsMetadata, kFrozenKey);
   for (const auto &[name, p] : params)
     if (frozen.count(name))
-      grads.emplace_back(name, at::zeros_like(p));
+      grads.emplace_back(name, wholeParameter(name, at::zeros_like(p)));
+  if (tensorRank != 0)
+    return;
   if (rank == 0) {
     std::set<std::string> used;
     for (int s = 0; s < plan.numStages; ++s)

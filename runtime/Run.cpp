@@ -41,7 +41,7 @@ constexpr const char *kExecutablesVariable = "PIPPY_EXECUTABLES";
 /// The mesh of a world of `world` ranks under --dp (Mesh.h).
 Mesh meshOf(const RunOptions &options, int world) {
   std::string error;
-  Mesh mesh = Mesh::of(world, options.dp, error);
+  Mesh mesh = Mesh::of(world, options.dp, options.tp, error);
   if (!error.empty())
     throw RuntimeError(error);
   return mesh;
@@ -59,6 +59,17 @@ LoweredRanks lower(Compiler *compiler, const RunOptions &options, int world,
       compiler->lower(replica, meshOf(options, world).pp, folder, error);
   if (!lowered)
     throw RuntimeError(error);
+  int tp = exe::GetExecutable(lowered->ranks.at(0).data())->tensor_parallel();
+  if (tp != options.tp)
+    throw RuntimeError(
+        options.programPath +
+        (tp > 1
+             ? " is sharded for tensor parallelism over " + std::to_string(tp) +
+                   " ranks; run it with --tp " + std::to_string(tp)
+             : " is not sharded for tensor parallelism; shard it with "
+               "pippy-opt --pippy-tensor-parallel=\"tp=" +
+                   std::to_string(options.tp) +
+                   "\" before running it with --tp"));
   return std::move(*lowered);
 }
 
@@ -67,6 +78,46 @@ void writeExecutables(const LoweredRanks &lowered, const std::string &dir) {
           exe::writeFolder(lowered.ranks, lowered.scheduleCsv, dir);
       !error.empty())
     throw RuntimeError(error);
+}
+
+/// The world is the executables' ranks times --dp and --tp (the tensor
+/// parallelism they are sharded for); --nproc defaults to it.
+void agreeOnWorld(RunOptions &options, const rt::LoadedExecutable &first) {
+  const exe::Executable &exe = first.get();
+  if (exe.tensor_parallel() != options.tp)
+    throw RuntimeError(
+        first.name() + " is sharded for tensor parallelism over " +
+        std::to_string(exe.tensor_parallel()) + " ranks; run it with --tp " +
+        std::to_string(exe.tensor_parallel()));
+  int perReplica = exe.num_ranks() * options.tp;
+  int world = perReplica * options.dp;
+  if (!options.nproc) {
+    if (world % options.nnodes != 0)
+      throw RuntimeError(first.name() + " is lowered for " +
+                         std::to_string(world) + " ranks; --nnodes " +
+                         std::to_string(options.nnodes) +
+                         " does not divide it");
+    options.nproc = world / options.nnodes;
+  }
+  int given = *options.nproc * options.nnodes;
+  if (given != world && options.dp == 1 && given % perReplica == 0)
+    throw RuntimeError(first.name() + " is lowered for " +
+                       std::to_string(perReplica) + " ranks; for " +
+                       std::to_string(given) + " ranks, run " +
+                       std::to_string(given / perReplica) +
+                       " data-parallel replicas of it with --dp " +
+                       std::to_string(given / perReplica));
+  if (given != world)
+    throw RuntimeError(
+        first.name() + " is lowered with " + std::to_string(exe.num_ranks()) +
+        (exe.num_ranks() == 1 ? " rank" : " ranks") +
+        (options.dp * options.tp > 1
+             ? " per pipeline, " + std::to_string(world) + " for --dp " +
+                   std::to_string(options.dp) + " --tp " +
+                   std::to_string(options.tp)
+             : "") +
+        "; --nproc " + std::to_string(*options.nproc) + " --nnodes " +
+        std::to_string(options.nnodes) + " differs (lower again to change it)");
 }
 
 /// What executables baked in must agree with the options given again; the
@@ -80,29 +131,7 @@ void agreeWithExecutables(RunOptions &options,
     throw RuntimeError(first.name() + " is lowered with " + baked + "; " +
                        what + " differs (lower again to change it)");
   };
-  int world = exe.num_ranks() * options.dp;
-  if (!options.nproc) {
-    if (world % options.nnodes != 0)
-      differ("--nnodes " + std::to_string(options.nnodes),
-             std::to_string(world) + " ranks");
-    options.nproc = world / options.nnodes;
-  }
-  int given = *options.nproc * options.nnodes;
-  if (given != world && options.dp == 1 && given % exe.num_ranks() == 0)
-    throw RuntimeError(first.name() + " is lowered for " +
-                       std::to_string(exe.num_ranks()) + " ranks; for " +
-                       std::to_string(given) + " ranks, run " +
-                       std::to_string(given / exe.num_ranks()) +
-                       " data-parallel replicas of it with --dp " +
-                       std::to_string(given / exe.num_ranks()));
-  if (given != world)
-    differ("--nproc " + std::to_string(*options.nproc) + " --nnodes " +
-               std::to_string(options.nnodes),
-           std::to_string(exe.num_ranks()) +
-               (exe.num_ranks() == 1 ? " rank" : " ranks") +
-               (options.dp > 1 ? " per replica, " + std::to_string(world) +
-                                     " for --dp " + std::to_string(options.dp)
-                               : ""));
+  agreeOnWorld(options, first);
   std::string kind = exe::scheduleKindText(schedule.kind());
   if (options.schedule && schedule.kind() != *options.schedule)
     differ(std::string("--schedule ") + name(*options.schedule),
@@ -160,10 +189,11 @@ void checkNodeExecutables(const RunOptions &options,
   uint64_t hash = first.get().pipeline_hash();
   checkRank(first, 0, pipelineRanks, hash, options.programPath);
   int perNode = options.ranksPerNode();
-  for (int r = std::max(options.nodeRank * perNode, 1);
-       r < (options.nodeRank + 1) * perNode; ++r)
-    if (r % pipelineRanks != 0)
-      readRank(options.programPath, r % pipelineRanks, pipelineRanks, hash);
+  Mesh mesh = meshOf(options, perNode * options.nnodes);
+  for (int r = options.nodeRank * perNode; r < (options.nodeRank + 1) * perNode;
+       ++r)
+    if (int p = mesh.of(r).pipelineRank; p != 0)
+      readRank(options.programPath, p, pipelineRanks, hash);
 }
 
 /// The executable this rank runs: its pipeline rank's.

@@ -212,10 +212,16 @@ StagePlan StagePlan::of(const exe::Executable &exe) {
     plan.tied.push_back({g->name()->str(), ranks, g->gets_gradient()});
   }
   plan.stageParams.resize(plan.numStages);
+  plan.tensorParallel = exe.tensor_parallel();
   for (const exe::StageParameters *sp : *exe.stage_parameters())
-    for (uint32_t i = 0; i < sp->names()->size(); ++i)
+    for (uint32_t i = 0; i < sp->names()->size(); ++i) {
+      std::string name = sp->names()->Get(i)->str();
       plan.stageParams[sp->stage()].push_back(
-          {sp->names()->Get(i)->str(), toTensorSpec(*sp->specs()->Get(i))});
+          {name, toTensorSpec(*sp->specs()->Get(i))});
+      const exe::Shard *shard = sp->shards()->Get(i);
+      if (shard->parts() > 1)
+        plan.shards[name] = {shard->dim(), shard->parts()};
+    }
   const exe::Schedule &schedule = *exe.schedule();
   plan.scheduleKind = exe::scheduleKindText(schedule.kind());
   plan.microbatches = schedule.microbatches();
@@ -233,6 +239,15 @@ StagePlan StagePlan::of(const exe::Executable &exe) {
                        " stages need more message tags than a communicator "
                        "has; use fewer micro-batches or stages");
   return plan;
+}
+
+at::Tensor StagePlan::sliceOf(const std::string &name, const at::Tensor &whole,
+                              int t) const {
+  auto it = shards.find(name);
+  if (it == shards.end())
+    return whole;
+  auto [dim, parts] = it->second;
+  return whole.chunk(parts, dim).at(t).clone(at::MemoryFormat::Contiguous);
 }
 
 } // namespace pippy::rt

@@ -15,6 +15,7 @@
 #include "pippy/Executable/Format.h"
 #include "pippy/Runtime/Program.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -103,14 +104,24 @@ struct StagePlan {
   std::vector<unsigned> outputIndices;
   std::vector<TiedReplicas> tied;
   std::vector<int> stageRanks;
-  /// Every stage's parameters in first-use order.
+  /// Every stage's parameters in first-use order (the whole tensors'
+  /// specs, as the weights file holds them).
   std::vector<std::vector<std::pair<std::string, TensorSpec>>> stageParams;
+  /// The tensor-parallel group the parameters are sharded for, and each
+  /// sharded parameter's (dimension, slices); rank t of the group holds
+  /// slice t (Executable.fbs `Shard`).
+  int tensorParallel = 1;
+  std::map<std::string, std::pair<int, int>> shards;
   int countedOpOffset = 0;
   std::string scheduleKind;
   int microbatches = 1;
   bool splitBackward = false;
   std::vector<ScheduledAction> actions;
 
+  /// The slice tensor rank `t` holds of parameter `whole`: itself, or
+  /// where it is sharded, slice t along its dimension.
+  at::Tensor sliceOf(const std::string &name, const at::Tensor &whole,
+                     int t) const;
   /// The plan of a verified executable.
   static StagePlan of(const exe::Executable &exe);
   bool holdsOutput() const { return stageRanks.at(outputStage) == rank; }

@@ -94,17 +94,18 @@ void RankRunner::allReduceTied() {
 }
 
 /// Scales gradients as torch.nn.utils.clip_grad_norm_ does, with the norm
-/// taken over every stage (a replicated tied weight counted once). On one
-/// rank it is torch's own, bit for bit.
+/// taken over every stage (a replicated tied weight counted once, a sharded
+/// parameter's slices summed over the tensor-parallel group). On one rank
+/// it is torch's own, bit for bit.
 void RankRunner::clipGradients() {
-  if (plan.numRanks == 1) {
+  if (plan.numRanks == 1 && mesh.tp == 1) {
     std::vector<at::Tensor> tensors;
     for (const auto &[name, p] : trainable)
       tensors.push_back(p);
     ::torch::nn::utils::clip_grad_norm_(tensors, *options.clipGradNorm);
     return;
   }
-  double local = 0;
+  double local = 0, sharded = 0;
   std::set<std::string> notMine;
   for (const TiedReplicas &group : plan.tied)
     if (group.ranks.front() != rank)
@@ -113,8 +114,15 @@ void RankRunner::clipGradients() {
     if (notMine.count(name) || !p.grad().defined())
       continue;
     double n = p.grad().norm(2).item<double>();
-    local += n * n;
+    (plan.shards.count(name) ? sharded : local) += n * n;
   }
+  if (tpComm) {
+    at::Tensor slices = at::full({1}, sharded, at::kDouble);
+    tpComm->allReduceSum(slices, where() + ": summing sharded gradient norms")
+        ->wait();
+    sharded = slices.item<double>();
+  }
+  local += sharded;
   at::Tensor total = at::full({1}, local, at::kDouble);
   comm->allReduceSum(total, where() + ": summing gradient norms")->wait();
   double norm = std::sqrt(total.item<double>());

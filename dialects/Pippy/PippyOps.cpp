@@ -47,6 +47,25 @@ void ParamOp::print(OpAsmPrinter &p) {
   p.printType(getType());
 }
 
+/// `pippy.shard = array<i64: DIM, PARTS>`: DIM a dimension of `rank`,
+/// PARTS at least 2.
+static LogicalResult verifyShard(ParamOp op, int64_t rank) {
+  Attribute attr = op->getAttr("pippy.shard");
+  if (!attr)
+    return success();
+  auto shard = dyn_cast<DenseI64ArrayAttr>(attr);
+  if (!shard || shard.size() != 2)
+    return op.emitOpError("pippy.shard must be array<i64: DIM, PARTS>; got ")
+           << attr;
+  if (shard[0] < 0 || shard[0] >= rank)
+    return op.emitOpError("pippy.shard dimension ")
+           << shard[0] << " is not a dimension of a rank-" << rank << " tensor";
+  if (shard[1] < 2)
+    return op.emitOpError("pippy.shard needs at least 2 parts; got ")
+           << shard[1];
+  return success();
+}
+
 LogicalResult ParamOp::verify() {
   if (getName().empty())
     return emitOpError("has an empty name");
@@ -55,7 +74,7 @@ LogicalResult ParamOp::verify() {
     if (!tensor.hasStaticShape() || !tensor.hasDtype())
       return emitOpError("type must have static sizes and a dtype; got ")
              << type;
-    return success();
+    return verifyShard(*this, tensor.getSizes().size());
   }
   if (auto tensor = dyn_cast<RankedTensorType>(type)) {
     if (!tensor.hasStaticShape())
@@ -273,4 +292,29 @@ LogicalResult PipelineOp::verifyRegions() {
   if (failed(collectParamUsers(*this, users)))
     return failure();
   return verifyTiedGroups(*this, users);
+}
+
+//===----------------------------------------------------------------------===//
+// TpCopyOp, TpReduceOp
+//===----------------------------------------------------------------------===//
+
+/// A tensor-parallel collective takes a torch tensor with a dtype, over a
+/// group of at least two ranks.
+static LogicalResult verifyTensorParallel(Operation *op, Type type,
+                                          int64_t tp) {
+  if (tp < 2)
+    return op->emitOpError("needs a group of at least 2 ranks; got tp = ")
+           << tp;
+  auto tensor = dyn_cast<torch::BaseTensorType>(type);
+  if (!tensor || !tensor.hasDtype() || !isa<FloatType>(tensor.getDtype()))
+    return op->emitOpError("takes a floating-point torch tensor; got ") << type;
+  return success();
+}
+
+LogicalResult TpCopyOp::verify() {
+  return verifyTensorParallel(*this, getInput().getType(), getTp());
+}
+
+LogicalResult TpReduceOp::verify() {
+  return verifyTensorParallel(*this, getInput().getType(), getTp());
 }

@@ -29,6 +29,11 @@ def Pippy_ParamOp : Pippy_Op<"param", [Pure]> {
     ```mlir
     %w = pippy.param "layers.0.weight" : !torch.vtensor<[16,32],f32>
     ```
+
+    With `pippy.shard = array<i64: DIM, PARTS>` (from
+    `--pippy-tensor-parallel`) the op stands for one of PARTS equal slices
+    of the tensor along dimension DIM: the type is the slice's, and rank t
+    of the tensor-parallel group loads slice t of the file's tensor.
   }];
   let arguments = (ins StrAttr:$name);
   let results = (outs AnyType:$result);
@@ -169,6 +174,51 @@ def Pippy_YieldOp : Pippy_Op<"yield", [
   }];
   let arguments = (ins Variadic<AnyType>:$operands);
   let assemblyFormat = "attr-dict ($operands^ `:` type($operands))?";
+}
+
+//===----------------------------------------------------------------------===//
+// Tensor parallelism (--pippy-tensor-parallel)
+//===----------------------------------------------------------------------===//
+
+def Pippy_TpCopyOp : Pippy_Op<"tp_copy", [
+    Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "enters a tensor-parallel region: identity forward, gradient summed";
+  let description = [{
+    Megatron-LM's `f`: the input of a column-parallel layer, the same tensor
+    on every rank of the tensor-parallel group of size `tp`. Forward returns
+    it unchanged; backward sums its gradient over the group, since each rank
+    computes only its columns' part of it. `pippy-run --tp` runs it; the
+    group is the ranks of one pipeline rank that differ only in their
+    tensor-parallel index (`include/pippy/Runtime/Mesh.h`).
+
+    ```mlir
+    %x1 = pippy.tp_copy %x {tp = 2} : !torch.vtensor<[2,8,32],f32>
+    ```
+  }];
+  let arguments = (ins AnyType:$input, I64Attr:$tp);
+  let results = (outs AnyType:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def Pippy_TpReduceOp : Pippy_Op<"tp_reduce", [
+    Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "leaves a tensor-parallel region: partial results summed";
+  let description = [{
+    Megatron-LM's `g`: the output of a row-parallel layer, of which each
+    rank of the tensor-parallel group of size `tp` holds a partial sum over
+    its rows. Forward all-reduces (sums) it over the group, so that every
+    rank holds the whole result; backward passes the gradient through
+    unchanged.
+
+    ```mlir
+    %y = pippy.tp_reduce %partial {tp = 2} : !torch.vtensor<[2,8,32],f32>
+    ```
+  }];
+  let arguments = (ins AnyType:$input, I64Attr:$tp);
+  let results = (outs AnyType:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
 }
 
 #endif // PIPPY_DIALECT_PIPPY_PIPPYOPS_TD

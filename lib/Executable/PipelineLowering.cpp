@@ -88,21 +88,30 @@ FailureOr<sched::Schedule> scheduleOf(StageGraph &graph,
 }
 
 /// Parameter names of a stage in first-use order, with their specs.
-FailureOr<std::vector<std::pair<std::string, Spec>>>
+FailureOr<std::vector<std::pair<std::string, ParamSpec>>>
 stageParameters(Block &body) {
-  std::vector<std::pair<std::string, Spec>> result;
+  std::vector<std::pair<std::string, ParamSpec>> result;
   std::set<std::string> seen;
   for (pd::ParamOp op : body.getOps<pd::ParamOp>()) {
     std::string name = op.getName().str();
     if (!seen.insert(name).second)
       continue;
-    std::optional<Spec> spec = getSpec(op.getType());
+    std::optional<ParamSpec> spec = getParamSpec(op);
     if (!spec)
       return op.emitError("parameter '")
              << name << "' needs a tensor type with static sizes and a dtype";
     result.push_back({name, *spec});
   }
   return result;
+}
+
+/// The tensor-parallel group the module's parameters are sharded for
+/// (`pippy.tensor_parallel`, set by --pippy-tensor-parallel), or 1.
+int tensorParallelOf(StageGraph &graph) {
+  auto module = graph.forward->getParentOfType<ModuleOp>();
+  auto tp = module ? module->getAttrOfType<IntegerAttr>("pippy.tensor_parallel")
+                   : IntegerAttr();
+  return tp ? static_cast<int>(tp.getInt()) : 1;
 }
 
 /// What every rank's executable shares, and each rank's part.
@@ -118,7 +127,7 @@ struct Plan {
   std::vector<std::vector<bool>> inputGets; ///< per executable stage
   std::vector<Source> outputs;
   std::vector<int> countedOffsets;
-  std::vector<std::vector<std::pair<std::string, Spec>>> stageParams;
+  std::vector<std::vector<std::pair<std::string, ParamSpec>>> stageParams;
   std::vector<TransferRow> transfers;
   sched::Schedule schedule;
   std::set<std::string> paramsWithGradient;
@@ -161,12 +170,15 @@ std::string serializeRank(const Plan &plan, int rank, uint64_t hash,
   for (int s = 0; s < numStages; ++s) {
     std::vector<std::string> names;
     std::vector<flatbuffers::Offset<TensorSpec>> specs;
+    std::vector<Shard> shards;
     for (const auto &[name, spec] : plan.stageParams[s]) {
       names.push_back(name);
-      specs.push_back(serializeSpec(fbb, spec));
+      specs.push_back(serializeSpec(fbb, spec.whole));
+      shards.emplace_back(spec.shardDim, spec.shardParts);
     }
     stageParams.push_back(CreateStageParameters(
-        fbb, s, fbb.CreateVectorOfStrings(names), fbb.CreateVector(specs)));
+        fbb, s, fbb.CreateVectorOfStrings(names), fbb.CreateVector(specs),
+        fbb.CreateVectorOfStructs(shards)));
   }
   std::vector<int> held =
       plan.merged ? std::vector<int>{0} : plan.schedule.stagesOf(rank);
@@ -203,7 +215,7 @@ std::string serializeRank(const Plan &plan, int rank, uint64_t hash,
       fbb.CreateVector(inputs), fbb.CreateVector(outputs),
       fbb.CreateVector(stageRanks), fbb.CreateVector(stageParams),
       fbb.CreateVector(stages), fbb.CreateVector(transfers), schedule,
-      fbb.CreateVector(tied));
+      fbb.CreateVector(tied), tensorParallelOf(graph));
   FinishExecutableBuffer(fbb, root);
   return std::string(reinterpret_cast<const char *>(fbb.GetBufferPointer()),
                      fbb.GetSize());
@@ -423,7 +435,7 @@ FailureOr<LoweredPipeline> lower(ModuleOp module,
       plan.outputs.push_back(Source{0, i});
     plan.inputGets.push_back(
         std::vector<bool>(graph->forward.getNumArguments(), false));
-    std::vector<std::pair<std::string, Spec>> params;
+    std::vector<std::pair<std::string, ParamSpec>> params;
     for (const std::string &name : plan.programs[0].parameterNames())
       params.push_back({name, plan.programs[0].parameterSpecs().at(name)});
     plan.stageParams.push_back(std::move(params));
@@ -434,7 +446,7 @@ FailureOr<LoweredPipeline> lower(ModuleOp module,
       for (size_t i = 0; i < gets.size(); ++i)
         gets[i] = gets[i] && graph->inputs[s][i].stage >= 0;
       plan.inputGets.push_back(gets);
-      FailureOr<std::vector<std::pair<std::string, Spec>>> params =
+      FailureOr<std::vector<std::pair<std::string, ParamSpec>>> params =
           stageParameters(*graph->bodies[s]);
       if (failed(params))
         return failure();

@@ -230,6 +230,19 @@ std::optional<Spec> getSpec(Type type) {
   return Spec{*dtype, {tensor.getSizes().begin(), tensor.getSizes().end()}};
 }
 
+std::optional<ParamSpec> getParamSpec(pd::ParamOp param) {
+  std::optional<Spec> spec = getSpec(param.getType());
+  if (!spec)
+    return std::nullopt;
+  ParamSpec result{*spec};
+  if (auto shard = param->getAttrOfType<DenseI64ArrayAttr>("pippy.shard")) {
+    result.shardDim = static_cast<int>(shard[0]);
+    result.shardParts = static_cast<int>(shard[1]);
+    result.whole.sizes.at(result.shardDim) *= shard[1];
+  }
+  return result;
+}
+
 flatbuffers::Offset<TensorSpec>
 serializeSpec(flatbuffers::FlatBufferBuilder &fbb, const Spec &spec) {
   return CreateTensorSpec(fbb, spec.dtype, fbb.CreateVector(spec.sizes));
@@ -323,7 +336,7 @@ LogicalResult ProgramWriter::lowerOp(Operation *op, int counted) {
       slots[param.getResult()] = it->second;
       return success();
     }
-    std::optional<Spec> spec = getSpec(param.getType());
+    std::optional<ParamSpec> spec = getParamSpec(param);
     if (!spec)
       return op->emitError("parameter '")
              << name << "' needs a tensor type with static sizes and a dtype";
@@ -418,6 +431,17 @@ LogicalResult ProgramWriter::lowerCall(Operation *op, Call &call) {
     call.inputs = std::move(operands); // the buffer, then its new value
     return success();
   }
+  // The tensor-parallel collectives run as pippy's operators
+  // (runtime/TensorParallel.cpp), on the group of --tp.
+  if (isa<pd::TpCopyOp, pd::TpReduceOp>(op)) {
+    StringRef sourceName = op->getName().getStringRef();
+    call.kind = InstructionKind::Call;
+    call.op = operatorOf(
+        sourceName,
+        isa<pd::TpCopyOp>(op) ? "pippy::tp_copy" : "pippy::tp_reduce", "");
+    call.args.emplace_back("self", operands.at(0));
+    return success();
+  }
   // Torch-MLIR writes an operator its build does not know as
   // `torch.operator "torch.aten.name"`.
   auto generic = dyn_cast<td::OperatorOp>(op);
@@ -457,10 +481,13 @@ ProgramWriter::serialize(flatbuffers::FlatBufferBuilder &fbb,
                          const std::set<std::string> &withGradient,
                          bool withLocations) const {
   std::vector<flatbuffers::Offset<Parameter>> paramList;
-  for (const auto &[slot, name] : params)
-    paramList.push_back(CreateParameter(fbb, slot, fbb.CreateString(name),
-                                        serializeSpec(fbb, paramSpecs.at(name)),
-                                        withGradient.count(name)));
+  for (const auto &[slot, name] : params) {
+    const ParamSpec &spec = paramSpecs.at(name);
+    Shard shard(spec.shardDim, spec.shardParts);
+    paramList.push_back(CreateParameter(
+        fbb, slot, fbb.CreateString(name), serializeSpec(fbb, spec.whole),
+        withGradient.count(name), spec.shardParts > 1 ? &shard : nullptr));
+  }
   std::vector<flatbuffers::Offset<ConstantSlot>> constantList;
   for (const auto &[slot, value] : constants)
     constantList.push_back(

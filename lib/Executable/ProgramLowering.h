@@ -23,6 +23,10 @@
 #include <string>
 #include <vector>
 
+namespace mlir::pippy {
+class ParamOp;
+} // namespace mlir::pippy
+
 namespace pippy::exe {
 
 /// A constant as the lowering holds it until it is serialized.
@@ -50,6 +54,18 @@ struct Spec {
 /// any other type (or a dtype executables have no name for).
 std::optional<Spec> getSpec(mlir::Type type);
 
+/// A parameter as executables record it: the whole tensor's spec, as the
+/// weights file holds it, and where `pippy.shard` makes the op a slice of
+/// it (--pippy-tensor-parallel), its dimension and number of slices.
+struct ParamSpec {
+  Spec whole;
+  int shardDim = -1;
+  int shardParts = 1;
+};
+
+/// `param`'s ParamSpec; none for a type executables cannot hold.
+std::optional<ParamSpec> getParamSpec(mlir::pippy::ParamOp param);
+
 flatbuffers::Offset<TensorSpec>
 serializeSpec(flatbuffers::FlatBufferBuilder &fbb, const Spec &spec);
 
@@ -68,7 +84,7 @@ public:
   size_t numCountedOps() const { return countedOps.size(); }
   /// Parameter names in first-use order.
   std::vector<std::string> parameterNames() const;
-  const std::map<std::string, Spec> &parameterSpecs() const {
+  const std::map<std::string, ParamSpec> &parameterSpecs() const {
     return paramSpecs;
   }
 
@@ -109,7 +125,7 @@ private:
   std::map<int, ConstantValue> constants;
   std::vector<std::pair<int, std::string>> params; ///< slot, name
   std::map<std::string, int> paramSlotByName;
-  std::map<std::string, Spec> paramSpecs;
+  std::map<std::string, ParamSpec> paramSpecs;
   struct OperatorEntry {
     std::string name, overload, sourceName;
   };

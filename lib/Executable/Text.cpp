@@ -297,6 +297,10 @@ void printStage(const Stage &stage, std::ostream &os) {
   for (const Parameter *param : *p.parameters())
     os << "  %" << param->slot() << " = param \"" << param->name()->str()
        << "\" : " << specText(*param->spec())
+       << (param->shard()
+               ? ", slice of " + std::to_string(param->shard()->parts()) +
+                     " along dim " + std::to_string(param->shard()->dim())
+               : "")
        << (param->gets_gradient() ? "" : ", no gradient reaches it") << "\n";
   for (const ConstantSlot *c : *p.constants())
     os << "  %" << c->slot() << " = " << constantText(*c->value()) << "\n";
@@ -315,7 +319,11 @@ std::string toText(const Executable &exe) {
   os << "pippy stage executable, format " << exe.format_version()
      << ", written by " << exe.producer()->str() << "\n";
   os << "rank " << exe.rank() << " of " << exe.num_ranks() << ", pipeline "
-     << hash << "\n";
+     << hash;
+  if (exe.tensor_parallel() > 1)
+    os << ", sharded over " << exe.tensor_parallel()
+       << " tensor-parallel ranks";
+  os << "\n";
   os << "source: " << exe.source()->str() << "\n";
   os << "weights: " << exe.weights()->str() << "\n";
   os << "inputs:";

@@ -22,7 +22,8 @@ namespace {
 /// Accumulates the first failure; every check returns whether all held.
 class Checker {
 public:
-  explicit Checker(std::string &error) : error(error) {}
+  Checker(std::string &error, int tensorParallel)
+      : tensorParallel(tensorParallel), error(error) {}
 
   bool fail(const std::string &message) {
     if (error.empty())
@@ -153,6 +154,16 @@ public:
     return true;
   }
 
+  /// A parameter's shard (or none): a dimension of `whole` that divides
+  /// into the tensor-parallel group's slices.
+  bool shard(const Shard *s, const TensorSpec *whole) {
+    if (!s)
+      return true;
+    int64_t rank = whole->sizes()->size();
+    return s->dim() >= 0 && s->dim() < rank && s->parts() == tensorParallel &&
+           whole->sizes()->Get(s->dim()) % s->parts() == 0;
+  }
+
   bool program(const Program *p, const std::string &what) {
     if (!p || !p->slot_kinds() || !p->arguments() || !p->results() ||
         !p->parameters() || !p->constants() || !p->operators() || !p->code() ||
@@ -171,7 +182,8 @@ public:
     for (const Parameter *param : *p->parameters())
       if (!param || !param->name() || param->slot() < 0 ||
           param->slot() >= numSlots ||
-          !spec(param->spec(), what + "'s parameter"))
+          !spec(param->spec(), what + "'s parameter") ||
+          !shard(param->shard(), param->spec()))
         return fail(what + " has a malformed parameter");
     for (const ConstantSlot *c : *p->constants())
       if (!c || c->slot() < 0 || c->slot() >= numSlots ||
@@ -255,6 +267,7 @@ public:
   static constexpr uint32_t kMaxChannels = 1024;
 
 private:
+  int tensorParallel;
   std::string &error;
 };
 
@@ -279,7 +292,9 @@ const Executable *verify(const uint8_t *data, size_t size, std::string &error) {
                    std::to_string(kFormatVersion) +
                    "; lower the pipeline again with this pippy",
            nullptr;
-  Checker check(error);
+  Checker check(error, exe->tensor_parallel());
+  if (exe->tensor_parallel() < 1)
+    return check.fail("a tensor-parallel group of fewer than 1 rank"), nullptr;
   if (!exe->inputs() || !exe->outputs() || !exe->stage_ranks() ||
       !exe->stage_parameters() || !exe->stages() || !exe->transfers() ||
       !exe->tied() || !exe->source() || !exe->weights() || !exe->producer())
@@ -308,15 +323,21 @@ const Executable *verify(const uint8_t *data, size_t size, std::string &error) {
     if (!out || out->stage() < 0 || out->stage() >= numStages)
       return check.fail("a pipeline output comes from no stage"), nullptr;
   for (const StageParameters *sp : *exe->stage_parameters())
-    if (!sp || !sp->names() || !sp->specs() ||
-        sp->names()->size() != sp->specs()->size() || sp->stage() < 0 ||
+    if (!sp || !sp->names() || !sp->specs() || !sp->shards() ||
+        sp->names()->size() != sp->specs()->size() ||
+        sp->shards()->size() != sp->specs()->size() || sp->stage() < 0 ||
         sp->stage() >= numStages)
       return check.fail("a stage's parameter list is malformed"), nullptr;
     else
-      for (uint32_t i = 0; i < sp->specs()->size(); ++i)
+      for (uint32_t i = 0; i < sp->specs()->size(); ++i) {
+        const Shard *shard = sp->shards()->Get(i);
         if (!sp->names()->Get(i) ||
             !check.spec(sp->specs()->Get(i), "a stage's parameter"))
           return nullptr;
+        if (shard->parts() != 1 && !check.shard(shard, sp->specs()->Get(i)))
+          return check.fail("a stage's parameter has a malformed shard"),
+                 nullptr;
+      }
   std::set<int> held;
   for (const Stage *s : *exe->stages()) {
     if (!check.stage(s, *exe))

@@ -17,7 +17,7 @@ namespace {
 // Pipeline ranks are the inner dimension: a replica's ranks are consecutive.
 TEST(MeshTest, PlacesThePipelineInnermost) {
   std::string error;
-  Mesh mesh = Mesh::of(6, 2, error);
+  Mesh mesh = Mesh::of(6, 2, 1, error);
   ASSERT_EQ(error, "");
   EXPECT_EQ(mesh.pp, 3);
   EXPECT_EQ(mesh.of(4).replica, 1);
@@ -27,14 +27,37 @@ TEST(MeshTest, PlacesThePipelineInnermost) {
   EXPECT_EQ(mesh.dataParallelGroup(2), (std::vector<int>{2, 5}));
   for (int g = 0; g < 6; ++g)
     EXPECT_EQ(mesh.globalRank(mesh.of(g)), g);
-  EXPECT_EQ(Mesh::of(2, 2, error).describe(),
+  EXPECT_EQ(Mesh::of(2, 2, 1, error).describe(),
             "rank 0: replica 0, pipeline rank 0\n"
             "rank 1: replica 1, pipeline rank 0");
 }
 
+// Tensor ranks innermost, then the pipeline, then the replicas.
+TEST(MeshTest, PlacesTensorRanksInnermost) {
+  std::string error;
+  Mesh mesh = Mesh::of(8, 2, 2, error);
+  ASSERT_EQ(error, "");
+  EXPECT_EQ(mesh.pp, 2);
+  Mesh::Coordinates c = mesh.of(6);
+  EXPECT_EQ(c.replica, 1);
+  EXPECT_EQ(c.pipelineRank, 1);
+  EXPECT_EQ(c.tensorRank, 0);
+  EXPECT_EQ(mesh.tensorParallelGroup(1, 0), (std::vector<int>{4, 5}));
+  EXPECT_EQ(mesh.pipelineGroup(0, 1), (std::vector<int>{1, 3}));
+  EXPECT_EQ(mesh.dataParallelGroup(1, 1), (std::vector<int>{3, 7}));
+  for (int g = 0; g < 8; ++g)
+    EXPECT_EQ(mesh.globalRank(mesh.of(g)), g);
+  EXPECT_EQ(Mesh::of(2, 1, 2, error).describe(),
+            "rank 0: replica 0, pipeline rank 0, tensor rank 0\n"
+            "rank 1: replica 0, pipeline rank 0, tensor rank 1");
+  Mesh::of(6, 1, 4, error);
+  EXPECT_EQ(error, "--dp 1 x --tp 4 does not divide the 6 ranks (--nproc x "
+                   "--nnodes) into replicas of one pipeline");
+}
+
 TEST(MeshTest, RefusesReplicasThatDoNotDivideTheWorld) {
   std::string error;
-  Mesh::of(6, 4, error);
+  Mesh::of(6, 4, 1, error);
   EXPECT_EQ(error, "--dp 4 does not divide the 6 ranks (--nproc x --nnodes) "
                    "into replicas of one pipeline");
 }

@@ -49,6 +49,24 @@ module attributes {pippy.weights = "net.safetensors"} {
 }
 )mlir";
 
+/// An MLP's pair sharded for two tensor-parallel ranks, as
+/// --pippy-tensor-parallel=tp=2 writes it.
+constexpr const char *kSharded = R"mlir(
+module attributes {pippy.tensor_parallel = 2 : i64, pippy.weights = "net.safetensors"} {
+  func.func @forward(%x: !torch.vtensor<[4,8],f32>) -> !torch.vtensor<[4,8],f32> {
+    %w1 = pippy.param "fc.weight" {pippy.shard = array<i64: 0, 2>} : !torch.vtensor<[16,8],f32>
+    %b1 = pippy.param "fc.bias" {pippy.shard = array<i64: 0, 2>} : !torch.vtensor<[16],f32>
+    %c = pippy.tp_copy %x {tp = 2 : i64} : !torch.vtensor<[4,8],f32>
+    %h = torch.aten.linear %c, %w1, %b1 : !torch.vtensor<[4,8],f32>, !torch.vtensor<[16,8],f32>, !torch.vtensor<[16],f32> -> !torch.vtensor<[4,16],f32>
+    %w2 = pippy.param "proj.weight" {pippy.shard = array<i64: 1, 2>} : !torch.vtensor<[8,16],f32>
+    %none = torch.constant.none
+    %p = torch.aten.linear %h, %w2, %none : !torch.vtensor<[4,16],f32>, !torch.vtensor<[8,16],f32>, !torch.none -> !torch.vtensor<[4,8],f32>
+    %r = pippy.tp_reduce %p {tp = 2 : i64} : !torch.vtensor<[4,8],f32>
+    return %r : !torch.vtensor<[4,8],f32>
+  }
+}
+)mlir";
+
 class ExecutableTest : public ::testing::Test {
 protected:
   ExecutableTest() {
@@ -136,6 +154,48 @@ TEST_F(ExecutableTest, EachRankHoldsItsStageTransfersAndSchedule) {
   EXPECT_EQ(linear->args()->Get(1)->name()->str(), "weight");
 }
 
+// Sharded parameters keep the whole tensor's spec and say which slice each
+// tensor rank loads; the collectives are pippy's operators; a shard that
+// does not fit the executable's tensor-parallel group is refused.
+TEST_F(ExecutableTest, RecordsShardedParameters) {
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceString<mlir::ModuleOp>(kSharded, &context);
+  ASSERT_TRUE(module);
+  mlir::FailureOr<std::string> bytes = exe::lowerForOneRank(*module);
+  ASSERT_TRUE(mlir::succeeded(bytes));
+  ASSERT_EQ(verifyError(*bytes), "");
+  const exe::Executable *root = exe::GetExecutable(bytes->data());
+  EXPECT_EQ(root->tensor_parallel(), 2);
+  const exe::Program *program = root->stages()->Get(0)->program();
+  ASSERT_EQ(program->parameters()->size(), 3u);
+  const exe::Parameter *fc = program->parameters()->Get(0);
+  EXPECT_EQ(exe::specText(*fc->spec()), "f32[32, 8]");
+  ASSERT_NE(fc->shard(), nullptr);
+  EXPECT_EQ(fc->shard()->dim(), 0);
+  EXPECT_EQ(fc->shard()->parts(), 2);
+  const exe::Parameter *proj = program->parameters()->Get(2);
+  EXPECT_EQ(exe::specText(*proj->spec()), "f32[8, 32]");
+  EXPECT_EQ(proj->shard()->dim(), 1);
+  std::vector<std::string> names;
+  for (const exe::Operator *op : *program->operators())
+    names.push_back(op->name()->str());
+  EXPECT_EQ(names, (std::vector<std::string>{"pippy::tp_copy", "aten::linear",
+                                             "pippy::tp_reduce"}));
+  const exe::StageParameters *listed = root->stage_parameters()->Get(0);
+  EXPECT_EQ(listed->shards()->Get(2)->dim(), 1);
+  EXPECT_EQ(listed->shards()->Get(2)->parts(), 2);
+
+  std::string damaged = *bytes;
+  auto *param = exe::GetMutableExecutable(damaged.data())
+                    ->mutable_stages()
+                    ->GetMutableObject(0)
+                    ->mutable_program()
+                    ->mutable_parameters()
+                    ->GetMutableObject(0);
+  param->mutable_shard()->mutate_parts(3);
+  EXPECT_EQ(verifyError(damaged), "stage 0 has a malformed parameter");
+}
+
 TEST_F(ExecutableTest, PrintsAsText) {
   exe::LoweredPipeline pipeline = lowerTwoRanks();
   std::string text = exe::toText(*exe::GetExecutable(pipeline.ranks[1].data()));
@@ -192,9 +252,9 @@ TEST_F(ExecutableTest, FlippedBytesNeverCrashTheVerifier) {
 TEST_F(ExecutableTest, OtherFormatVersionsAreNamed) {
   std::string bytes = lowerTwoRanks().ranks[0];
   ASSERT_TRUE(
-      exe::GetMutableExecutable(bytes.data())->mutate_format_version(3));
+      exe::GetMutableExecutable(bytes.data())->mutate_format_version(4));
   EXPECT_EQ(verifyError(bytes),
-            "written in format version 3, but this pippy reads version 2; "
+            "written in format version 4, but this pippy reads version 3; "
             "lower the pipeline again with this pippy");
 }
 

@@ -24,7 +24,7 @@
 namespace pippy::exe {
 
 /// The version this build writes and reads.
-inline constexpr uint32_t kFormatVersion = 2;
+inline constexpr uint32_t kFormatVersion = 3;
 
 /// The file name of rank `rank`'s executable in a folder: `rank0.pipx`.
 std::string rankFileName(int rank);

@@ -1,19 +1,26 @@
-//===- Mesh.h - where each rank sits in data x pipeline ---------*- C++ -*-===//
+//===- Mesh.h - where each rank sits in data x pipeline x tensor -*- C++
+//-*-===//
 //
 // The device mesh of a run: `dp` data-parallel replicas of a pipeline of
-// `pp` ranks, dp x pp processes in all. As Megatron-LM orders them, the
-// pipeline is the inner dimension, so a replica's ranks are consecutive
-// (and on one host where a host holds a whole pipeline):
+// `pp` ranks, each pipeline rank split over `tp` tensor-parallel ranks;
+// dp x pp x tp processes in all. As Megatron-LM orders them, tensor
+// parallelism is the innermost dimension (its ranks exchange the most, so
+// they are neighbours, on one host), then the pipeline, then the replicas:
 //
-//   global rank g  =  replica * pp + pipelineRank
+//   global rank g  =  (replica * pp + pipelineRank) * tp + tensorRank
 //
-//   dp 2 x pp 2:   replica 0: ranks 0 1    data-parallel groups {0, 2}
-//                  replica 1: ranks 2 3                         {1, 3}
+//   dp 2 x pp 2 (tp 1):  replica 0: ranks 0 1    data-parallel groups {0, 2}
+//                        replica 1: ranks 2 3                         {1, 3}
+//   pp 2 x tp 2:         pipeline rank 0: ranks 0 1 (its tensor-parallel
+//                        group), pipeline rank 1: ranks 2 3; the pipelines
+//                        of tensor rank 0 and 1: {0, 2} and {1, 3}
 //
-// Every rank runs the stage executable of its pipeline rank; a replica's
-// ranks exchange activations among themselves, and each rank sums its
-// stages' gradients with the ranks of the same pipeline rank in the other
-// replicas (DataParallel.h).
+// Every rank runs the stage executable of its pipeline rank, its tensor
+// rank's slices of sharded parameters; it exchanges activations with the
+// ranks of its pipeline (same replica and tensor rank), sums partial results
+// with its tensor-parallel group (TensorParallel.h), and sums gradients with
+// the ranks of the same pipeline and tensor rank in the other replicas
+// (DataParallel.h).
 //
 // No libtorch, LLVM or MLIR.
 //
@@ -30,24 +37,33 @@ namespace pippy {
 struct Mesh {
   int dp = 1; ///< data-parallel replicas
   int pp = 1; ///< pipeline ranks per replica
+  int tp = 1; ///< tensor-parallel ranks per pipeline rank
 
   struct Coordinates {
     int replica = 0;
     int pipelineRank = 0;
+    int tensorRank = 0;
   };
 
-  int worldSize() const { return dp * pp; }
+  int worldSize() const { return dp * pp * tp; }
   Coordinates of(int globalRank) const;
   int globalRank(Coordinates c) const;
-  /// The global ranks of `replica`'s pipeline, in pipeline order.
-  std::vector<int> pipelineGroup(int replica) const;
-  /// The global ranks holding pipeline rank `pipelineRank`, by replica.
-  std::vector<int> dataParallelGroup(int pipelineRank) const;
-  /// One line per global rank: "rank 3: replica 1, pipeline rank 1".
+  /// The global ranks of the pipeline of `replica` and `tensorRank`, in
+  /// pipeline order.
+  std::vector<int> pipelineGroup(int replica, int tensorRank = 0) const;
+  /// The global ranks holding pipeline rank `pipelineRank` and tensor rank
+  /// `tensorRank`, by replica.
+  std::vector<int> dataParallelGroup(int pipelineRank,
+                                     int tensorRank = 0) const;
+  /// The global ranks of the tensor-parallel group of `replica`'s
+  /// `pipelineRank`, by tensor rank.
+  std::vector<int> tensorParallelGroup(int replica, int pipelineRank) const;
+  /// One line per global rank: "rank 3: replica 1, pipeline rank 1" (and
+  /// ", tensor rank 0" where tp > 1).
   std::string describe() const;
-  /// The mesh of `world` ranks with `dp` replicas, or an error message in
-  /// `error` (dp must divide the world).
-  static Mesh of(int world, int dp, std::string &error);
+  /// The mesh of `world` ranks with `dp` replicas and `tp` tensor ranks, or
+  /// an error message in `error` (dp x tp must divide the world).
+  static Mesh of(int world, int dp, int tp, std::string &error);
 };
 
 } // namespace pippy

@@ -91,6 +91,9 @@ struct RunOptions {
   /// ZeRO stage (0 or 1): with 1 each replica holds and steps the optimizer
   /// state of its share of the parameters (DataParallel.h).
   int zero = 0;
+  /// Tensor-parallel ranks per pipeline rank (Mesh.h): the pipeline must be
+  /// sharded for it (--pippy-tensor-parallel="tp=T").
+  int tp = 1;
   int nnodes = 1;
   int nodeRank = 0;
   std::string masterAddr;

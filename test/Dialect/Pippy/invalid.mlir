@@ -343,3 +343,43 @@ func.func @stage_outside_pipeline() {
   }
   return
 }
+
+// -----
+
+func.func @shard_not_a_dimension() {
+  // expected-error @+1 {{'pippy.param' op pippy.shard dimension 2 is not a dimension of a rank-2 tensor}}
+  %0 = pippy.param "w" {pippy.shard = array<i64: 2, 2>} : !torch.vtensor<[4,4],f32>
+  return
+}
+
+// -----
+
+func.func @shard_one_part() {
+  // expected-error @+1 {{'pippy.param' op pippy.shard needs at least 2 parts; got 1}}
+  %0 = pippy.param "w" {pippy.shard = array<i64: 0, 1>} : !torch.vtensor<[4,4],f32>
+  return
+}
+
+// -----
+
+func.func @shard_malformed() {
+  // expected-error @+1 {{'pippy.param' op pippy.shard must be array<i64: DIM, PARTS>; got 3 : i64}}
+  %0 = pippy.param "w" {pippy.shard = 3} : !torch.vtensor<[4,4],f32>
+  return
+}
+
+// -----
+
+func.func @tp_copy_one_rank(%x: !torch.vtensor<[4],f32>) {
+  // expected-error @+1 {{'pippy.tp_copy' op needs a group of at least 2 ranks; got tp = 1}}
+  %0 = pippy.tp_copy %x {tp = 1} : !torch.vtensor<[4],f32>
+  return
+}
+
+// -----
+
+func.func @tp_reduce_integers(%x: !torch.vtensor<[4],si64>) {
+  // expected-error @+1 {{'pippy.tp_reduce' op takes a floating-point torch tensor; got '!torch.vtensor<[4],si64>'}}
+  %0 = pippy.tp_reduce %x {tp = 2} : !torch.vtensor<[4],si64>
+  return
+}

@@ -75,3 +75,15 @@ func.func @untied() -> !torch.vtensor<[2],f32> {
   }
   return %0 : !torch.vtensor<[2],f32>
 }
+
+// The tensor-parallel ops and a sharded parameter round-trip.
+// CHECK-LABEL: func.func @tensor_parallel(
+// CHECK:      %[[W:.*]] = pippy.param "fc.weight" {pippy.shard = array<i64: 0, 2>} : !torch.vtensor<[2,4],f32>
+// CHECK:      %[[C:.*]] = pippy.tp_copy %arg0 {tp = 2 : i64} : !torch.vtensor<[3,4],f32>
+// CHECK:      pippy.tp_reduce %[[C]] {tp = 2 : i64} : !torch.vtensor<[3,4],f32>
+func.func @tensor_parallel(%x: !torch.vtensor<[3,4],f32>) -> !torch.vtensor<[3,4],f32> {
+  %w = pippy.param "fc.weight" {pippy.shard = array<i64: 0, 2>} : !torch.vtensor<[2,4],f32>
+  %c = pippy.tp_copy %x {tp = 2} : !torch.vtensor<[3,4],f32>
+  %r = pippy.tp_reduce %c {tp = 2} : !torch.vtensor<[3,4],f32>
+  return %r : !torch.vtensor<[3,4],f32>
+}

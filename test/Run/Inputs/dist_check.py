@@ -31,6 +31,14 @@ CASE is one of:
            its share of the AdamW state): the weights equal the unsharded
            run's bit for bit, each replica holds part of the state, and the
            sharded checkpoint refuses to resume without --zero 1.
+  mesh-resume  `resume` on dp 2 x pp 2 x tp 2 (8 processes; the pipeline's
+           linear pair sharded by --pippy-tensor-parallel, --zero 1): every
+           tensor rank checkpoints its slices.
+  mesh-clip  --clip-grad-norm 0.05 on pp 2 x tp 2 against pp 2 alone: the
+           norm counts each sharded parameter's slices once, so the losses
+           and weights agree within 1e-5 (the sums differ in order).
+  mesh-kill  `kill` on that mesh, killing rank 5 (replica 1, pipeline rank
+           0, tensor rank 1): a peer names it and the run ends.
   dp-nodes `nodes` on that mesh: two nodes of two ranks each, one replica
            per node, equal to the one-node run bit for bit.
   dp-kill  `kill` on that mesh, killing rank 3 (replica 1's second stage):
@@ -72,6 +80,9 @@ def build(out, bindir):
     subprocess.run([f"{bindir}/pippy-opt", f"{out}/net.mlir",
                     "--pippy-split=stages=2", "-o", f"{out}/pipe.mlir"],
                    check=True)
+    subprocess.run([f"{bindir}/pippy-opt", f"{out}/pipe.mlir",
+                    "--pippy-tensor-parallel=tp=2", "-o",
+                    f"{out}/pipe.tp.mlir"], check=True)
 
 
 def step_losses(path):
@@ -88,11 +99,22 @@ def same_weights(path_a, path_b):
 
 # The data-parallel mesh of the dp- cases: two replicas of the two ranks.
 DP_FLAGS = ["--nproc", "4", "--dp", "2", "--microbatches", str(2 * M)]
+# The 3D mesh of the mesh- cases, on the sharded pipeline (its path last).
+MESH_FLAGS = ["--nproc", "8", "--dp", "2", "--tp", "2", "--zero", "1",
+              "--microbatches", str(2 * M), "pipe.tp.mlir"]
+
+
+def program(out, mesh):
+    """pippy-run's program and mesh flags: a mesh list may end in the
+    pipeline's file name."""
+    mesh = mesh or ["--nproc", "2", "--microbatches", str(M)]
+    if mesh[-1].endswith(".mlir"):
+        return [f"{out}/{mesh[-1]}"] + mesh[:-1]
+    return [f"{out}/pipe.mlir"] + mesh
 
 
 def train(out, bindir, steps, extra, mesh=None, check=True):
-    mesh = mesh or ["--nproc", "2", "--microbatches", str(M)]
-    cmd = [f"{bindir}/pippy-run", f"{out}/pipe.mlir"] + mesh + [
+    cmd = [f"{bindir}/pippy-run"] + program(out, mesh) + [
            "--schedule", "1f1b", "--steps",
            str(steps), "--data", f"{out}/data.safetensors", "--optimizer",
            "adamw", "--lr", "0.01", "--timeout", "20"] + extra
@@ -298,6 +320,26 @@ def dp_zero(out, bindir):
     return ok and same and split and proc.returncode != 0
 
 
+def mesh_clip(out, bindir):
+    clip = ["--clip-grad-norm", "0.05", "--steps", "4"]
+    for name, mesh in (("alone", None), ("sharded", [
+            "--nproc", "4", "--tp", "2", "--microbatches", str(M),
+            "pipe.tp.mlir"])):
+        train(out, bindir, 4, clip + ["--metrics", f"{out}/{name}.json",
+                                      "--save-weights",
+                                      f"{out}/{name}.safetensors"], mesh)
+    a, b = step_losses(f"{out}/alone.json"), step_losses(f"{out}/sharded.json")
+    losses = all(abs(a[k] - b[k]) <= 1e-5 * abs(a[k]) for k in a)
+    wa, _ = st.load(f"{out}/alone.safetensors")
+    wb, _ = st.load(f"{out}/sharded.safetensors")
+    worst = max(((wa[k] - wb[k]).abs().max() / wa[k].abs().max()).item()
+                for k in wa)
+    print(f"clipped losses {'ok' if losses else 'MISMATCH'}; weights "
+          f"{'ok' if worst <= 1e-5 else 'MISMATCH'} (worst relative "
+          f"difference {worst:.1e})")
+    return losses and worst <= 1e-5
+
+
 def children(pid):
     """Pids of the ranks the launcher forked, by local rank: it forks them
     in rank order, so their start times (then pids) give the order."""
@@ -316,8 +358,7 @@ def children(pid):
 
 def fail_rank(out, bindir, sig, victim=1, mesh=None):
     timeout = 4
-    mesh = mesh or ["--nproc", "2", "--microbatches", str(M)]
-    cmd = [f"{bindir}/pippy-run", f"{out}/pipe.mlir"] + mesh + [
+    cmd = [f"{bindir}/pippy-run"] + program(out, mesh) + [
            "--schedule", "1f1b", "--steps",
            "100000000", "--data", f"{out}/data.safetensors", "--timeout",
            str(timeout)]
@@ -326,7 +367,7 @@ def fail_rank(out, bindir, sig, victim=1, mesh=None):
     lines = []
     for line in proc.stdout:
         lines.append(line)
-        if line.startswith("[rank1] step 3/"):
+        if "] step 3/" in line:
             break
     ranks = children(proc.pid)
     os.kill(ranks[victim], sig)
@@ -377,6 +418,12 @@ def main():
         ok = fail_rank(out, bindir, signal.SIGKILL)
     elif case == "dp-zero":
         ok = dp_zero(out, bindir)
+    elif case == "mesh-resume":
+        ok = resume(out, bindir, MESH_FLAGS)
+    elif case == "mesh-clip":
+        ok = mesh_clip(out, bindir)
+    elif case == "mesh-kill":
+        ok = fail_rank(out, bindir, signal.SIGKILL, 5, MESH_FLAGS)
     elif case == "dp-nodes":
         ok = dp_nodes(out, bindir)
     elif case == "dp-resume":
