@@ -348,20 +348,24 @@ def PippyResolveTied : Pass<"pippy-resolve-tied", "::mlir::func::FuncOp"> {
 
 def PippyTensorParallel
     : Pass<"pippy-tensor-parallel", "::mlir::ModuleOp"> {
-  let summary = "Shards linear pairs over a tensor-parallel group";
+  let summary = "Shards MLPs, attention and embeddings over a tensor-parallel group";
   let description = [{
-    Megatron-LM's tensor parallelism for MLPs: each pair of linear layers
-    joined by element-wise ops (`linear -> gelu -> linear`) is split over
-    `tp` ranks, the first by output features (column-parallel), the second
-    by input features (row-parallel), with `pippy.tp_copy` before the first
+    Megatron-LM's tensor parallelism: the linear layers that produce a
+    row-parallel linear's input through ops a split can pass (an MLP's
+    `linear -> gelu -> linear`, or attention's q, k, v -> heads -> scores ->
+    softmax -> values -> output projection) are split over `tp` ranks by
+    output features (column-parallel; attention by heads), the last by
+    input features (row-parallel), with `pippy.tp_copy` before the first
     (identity; gradient summed over the group) and `pippy.tp_reduce` after
-    the second (partial results summed). The sharded parameters carry
-    `pippy.shard = array<i64: DIM, PARTS>` and their slice's type; the
-    second linear's bias is added once, after the sum. Every other linear
-    stays replicated. Each linear is marked `pippy.tensor_parallel`
-    ("column", "row", or "replicated: why"), and `--pippy-report` lists
-    them. Run the result with `pippy-run --tp TP` (docs/TensorParallel.md).
-    Works on graph IR and on pipelines alike (each stage's pairs).
+    the last (partial results summed); embeddings are split by vocabulary
+    (`pippy.tp_embedding`, then `pippy.tp_reduce`). The sharded parameters
+    carry `pippy.shard = array<i64: DIM, PARTS>` and their slice's type;
+    the row-parallel bias is added once, after the sum. Everything else
+    stays replicated. Each linear and embedding is marked
+    `pippy.tensor_parallel` ("column", "row", "vocabulary", or
+    "replicated: why"), and `--pippy-report` lists them. Run the result with
+    `pippy-run --tp TP` (docs/TensorParallel.md). Works on graph IR and on
+    pipelines alike (each stage on its own).
 
     ```mlir
     %h = torch.aten.linear %x, %w1, %b1 ... -> !torch.vtensor<[2,8,128],f32>

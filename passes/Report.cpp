@@ -99,18 +99,18 @@ int64_t optimalBottleneck(pd::PipelineOp pipeline) {
   return ::pippy::partitionOptimal(problem, numStages).bottleneck;
 }
 
-/// What --pippy-tensor-parallel made of one linear layer.
+/// What --pippy-tensor-parallel made of one linear or embedding layer.
 struct LinearRole {
   int64_t stage;
   std::string module, role;
 };
 
-/// A linear's name: its module path, or without locations its weight's.
-std::string linearName(Operation *op) {
+/// A layer's name: its module path, or without locations its weight's.
+std::string layerName(Operation *op) {
   if (std::optional<std::string> path = ::pippy::getModulePath(op->getLoc()))
     return *path;
-  if (op->getNumOperands() > 1)
-    if (auto param = op->getOperand(1).getDefiningOp<pd::ParamOp>())
+  for (Value v : op->getOperands())
+    if (auto param = v.getDefiningOp<pd::ParamOp>())
       return param.getName().str();
   return "?";
 }
@@ -122,7 +122,7 @@ std::vector<LinearRole> tensorParallelRoles(pd::PipelineOp pipeline) {
   for (pd::StageOp stage : pipeline.getStages())
     stage.walk([&](Operation *op) {
       if (auto role = op->getAttrOfType<StringAttr>("pippy.tensor_parallel"))
-        roles.push_back({stage.getIndexAttr().getInt(), linearName(op),
+        roles.push_back({stage.getIndexAttr().getInt(), layerName(op),
                          role.getValue().str()});
     });
   return roles;
@@ -227,20 +227,23 @@ struct ReportPass : public pd::impl::PippyReportBase<ReportPass> {
     os << llvm::formatv("bubble: {0:f3}\n", sim.bubbleFraction);
   }
 
-  /// "tensor parallel: 2 linears column-parallel, 2 row-parallel, 1
-  /// replicated", then each linear.
+  /// "tensor parallel: 2 column-parallel, 2 row-parallel, 1
+  /// vocabulary-parallel, 1 replicated", then each layer.
   static void printRolesText(const std::vector<LinearRole> &roles) {
     if (roles.empty())
       return;
-    int column = 0, row = 0;
+    int column = 0, row = 0, vocabulary = 0;
     for (const LinearRole &r : roles) {
       column += r.role == "column";
       row += r.role == "row";
+      vocabulary += r.role == "vocabulary";
     }
     llvm::raw_ostream &os = llvm::outs();
-    os << llvm::formatv("tensor parallel: {0} linears column-parallel, {1} "
-                        "row-parallel, {2} replicated\n",
-                        column, row, roles.size() - column - row);
+    os << llvm::formatv("tensor parallel: {0} column-parallel, {1} "
+                        "row-parallel, {2} vocabulary-parallel, {3} "
+                        "replicated\n",
+                        column, row, vocabulary,
+                        roles.size() - column - row - vocabulary);
     for (const LinearRole &r : roles)
       os << llvm::formatv("  stage {0} {1}: {2}\n", r.stage, r.module, r.role);
   }

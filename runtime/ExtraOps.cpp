@@ -258,6 +258,11 @@ pippy::rt::GroupSum &tensorParallelSum() {
   return sum;
 }
 
+int &tensorParallelRank() {
+  static int rank = 0;
+  return rank;
+}
+
 /// `t`'s sum over the tensor-parallel group, in a new tensor.
 at::Tensor groupSum(const at::Tensor &t) {
   if (!tensorParallelSum())
@@ -284,6 +289,20 @@ struct TpReduce : torch::autograd::Function<TpReduce> {
 };
 
 Results tpReduce(Args &a) { return {TpReduce::apply(a[0].toTensor())}; }
+
+/// This rank's rows of a vocabulary-parallel table: the indices in its
+/// range look up their rows, the others give zeros (whose gradient reaches
+/// no row).
+Results tpEmbedding(Args &a) {
+  if (!tensorParallelSum())
+    groupSum(at::Tensor()); // throws, naming --tp
+  const at::Tensor &weight = a[0].toTensor();
+  int64_t rows = weight.size(0), first = tensorParallelRank() * rows;
+  at::Tensor local = a[1].toTensor() - first;
+  at::Tensor outside = local.lt(0).logical_or(local.ge(rows));
+  at::Tensor found = at::embedding(weight, local.masked_fill(outside, 0));
+  return {found.masked_fill(outside.unsqueeze(-1), 0)};
+}
 
 /// Megatron-LM's `f`: identity forward; backward, the gradient summed
 /// (each rank holds only its columns' part of it).
@@ -364,6 +383,8 @@ const Entry kEntries[] = {
      expectedNormal},
     {"pippy::tp_copy(Tensor self) -> Tensor", tpCopy},
     {"pippy::tp_reduce(Tensor self) -> Tensor", tpReduce},
+    {"pippy::tp_embedding(Tensor weight, Tensor indices) -> Tensor",
+     tpEmbedding},
     {"pippy::expected_rand_like(Tensor self, *, ScalarType? dtype=None, "
      "Layout? layout=None, Device? device=None, bool? pin_memory=None, "
      "MemoryFormat? memory_format=None) -> Tensor",
@@ -428,6 +449,7 @@ std::vector<const c10::FunctionSchema *> pippy::rt::extraOperatorSchemas() {
   return schemas;
 }
 
-void pippy::rt::setTensorParallelSum(GroupSum sum) {
+void pippy::rt::setTensorParallelGroup(int rank, GroupSum sum) {
+  tensorParallelRank() = rank;
   tensorParallelSum() = std::move(sum);
 }

@@ -9,9 +9,9 @@
 // `_unsafe_index`, `normal_functional`). The interpreter runs them here, each
 // as ATen calls that autograd differentiates. The `pippy::expected_*`
 // operators are what `--infer` runs in place of random ops, and
-// `pippy::tp_copy` and `pippy::tp_reduce` are the tensor-parallel
-// collectives of `--pippy-tensor-parallel` (PippyOps.td), on the group
-// pippy-run installs (setTensorParallelSum).
+// `pippy::tp_copy`, `pippy::tp_reduce` and `pippy::tp_embedding` are the
+// tensor-parallel ops of `--pippy-tensor-parallel` (PippyOps.td), on the
+// group pippy-run installs (setTensorParallelGroup).
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,10 +48,12 @@ std::vector<const c10::FunctionSchema *> extraOperatorSchemas();
 /// Sums a contiguous tensor in place over the tensor-parallel group.
 using GroupSum = std::function<void(at::Tensor &)>;
 
-/// Installs the group `pippy::tp_copy` (its backward) and `pippy::tp_reduce`
-/// (its forward) sum over: pippy-run does for --tp (runtime/Replicas.cpp).
-/// Without one they throw, naming --tp.
-void setTensorParallelSum(GroupSum sum);
+/// Installs this rank's place in the tensor-parallel group (which slice of
+/// an embedding's rows `pippy::tp_embedding` holds) and the sum
+/// `pippy::tp_copy` (its backward) and `pippy::tp_reduce` (its forward) use:
+/// pippy-run does for --tp (runtime/Replicas.cpp). Without it they throw,
+/// naming --tp.
+void setTensorParallelGroup(int rank, GroupSum sum);
 
 } // namespace pippy::rt
 

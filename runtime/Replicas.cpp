@@ -54,8 +54,9 @@ void RankRunner::connectReplicas() {
                                  mesh.tensorParallelGroup(replica, rank));
     Communicator *group = tpComm.get();
     std::string what = "summing a tensor-parallel result";
-    setTensorParallelSum(
-        [group, what](at::Tensor &t) { group->allReduceSum(t, what)->wait(); });
+    setTensorParallelGroup(tensorRank, [group, what](at::Tensor &t) {
+      group->allReduceSum(t, what)->wait();
+    });
   }
 }
 

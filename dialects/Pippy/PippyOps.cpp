@@ -318,3 +318,26 @@ LogicalResult TpCopyOp::verify() {
 LogicalResult TpReduceOp::verify() {
   return verifyTensorParallel(*this, getInput().getType(), getTp());
 }
+
+/// The weight is a floating-point table, the indices integers, and the
+/// result the indices' shape with the table's row size.
+LogicalResult TpEmbeddingOp::verify() {
+  if (failed(verifyTensorParallel(*this, getWeight().getType(), getTp())))
+    return failure();
+  auto weight = cast<torch::BaseTensorType>(getWeight().getType());
+  auto indices = dyn_cast<torch::BaseTensorType>(getIndices().getType());
+  auto result = dyn_cast<torch::BaseTensorType>(getResult().getType());
+  if (!indices || !indices.hasDtype() || !isa<IntegerType>(indices.getDtype()))
+    return emitOpError("takes integer indices; got ") << getIndices().getType();
+  if (!weight.hasSizes() || weight.getSizes().size() != 2 ||
+      !indices.hasSizes() || !result || !result.hasSizes())
+    return emitOpError("needs a rank-2 table and ranked indices and result");
+  SmallVector<int64_t> expected(indices.getSizes());
+  expected.push_back(weight.getSizes()[1]);
+  if (ArrayRef<int64_t>(expected) != result.getSizes() ||
+      result.getDtype() != weight.getDtype())
+    return emitOpError("result must be the indices' shape with the table's "
+                       "row size and dtype; got ")
+           << getResult().getType();
+  return success();
+}

@@ -221,4 +221,28 @@ def Pippy_TpReduceOp : Pippy_Op<"tp_reduce", [
   let hasVerifier = 1;
 }
 
+def Pippy_TpEmbeddingOp : Pippy_Op<"tp_embedding", [Pure]> {
+  let summary = "a vocabulary-parallel embedding's partial lookup";
+  let description = [{
+    Megatron-LM's vocabulary-parallel embedding: `weight` is tensor rank
+    t's slice of the table's rows (rows [t V/tp, (t+1) V/tp) of V, a
+    `pippy.param` with `pippy.shard = array<i64: 0, tp>`). Each index in
+    that range gives its row, every other index zeros, so that summing the
+    group's results (`pippy.tp_reduce`) gives the whole table's lookup.
+    Like `aten.embedding` with no padding index.
+
+    ```mlir
+    %e = pippy.tp_embedding %w, %idx {tp = 2} : !torch.vtensor<[32,16],f32>, !torch.vtensor<[2,8],si64> -> !torch.vtensor<[2,8,16],f32>
+    %x = pippy.tp_reduce %e {tp = 2} : !torch.vtensor<[2,8,16],f32>
+    ```
+  }];
+  let arguments = (ins AnyType:$weight, AnyType:$indices, I64Attr:$tp);
+  let results = (outs AnyType:$result);
+  let assemblyFormat = [{
+    $weight `,` $indices attr-dict `:` type($weight) `,` type($indices) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // PIPPY_DIALECT_PIPPY_PIPPYOPS_TD

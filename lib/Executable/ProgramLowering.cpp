@@ -433,9 +433,15 @@ LogicalResult ProgramWriter::lowerCall(Operation *op, Call &call) {
   }
   // The tensor-parallel collectives run as pippy's operators
   // (runtime/TensorParallel.cpp), on the group of --tp.
-  if (isa<pd::TpCopyOp, pd::TpReduceOp>(op)) {
+  if (isa<pd::TpCopyOp, pd::TpReduceOp, pd::TpEmbeddingOp>(op)) {
     StringRef sourceName = op->getName().getStringRef();
     call.kind = InstructionKind::Call;
+    if (isa<pd::TpEmbeddingOp>(op)) {
+      call.op = operatorOf(sourceName, "pippy::tp_embedding", "");
+      call.args.emplace_back("weight", operands.at(0));
+      call.args.emplace_back("indices", operands.at(1));
+      return success();
+    }
     call.op = operatorOf(
         sourceName,
         isa<pd::TpCopyOp>(op) ? "pippy::tp_copy" : "pippy::tp_reduce", "");

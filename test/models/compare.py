@@ -231,12 +231,13 @@ def shard(m, mlir, tp):
     sharded = m.output(".tp.mlir")
     run([m.tool("pippy-opt"), mlir, f"--pippy-tensor-parallel=tp={tp}", "-o",
          sharded])
-    roles = {"column": 0, "row": 0, "replicated": 0}
+    roles = {"column": 0, "row": 0, "vocabulary": 0, "replicated": 0}
     for line in open(sharded):
         for role in roles:
             roles[role] += line.count(f'pippy.tensor_parallel = "{role}')
     print(f"sharded  {roles['column']} column, {roles['row']} row, "
-          f"{roles['replicated']} replicated linears")
+          f"{roles['vocabulary']} vocabulary, {roles['replicated']} "
+          f"replicated layers")
     return sharded
 
 

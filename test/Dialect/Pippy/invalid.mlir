@@ -383,3 +383,19 @@ func.func @tp_reduce_integers(%x: !torch.vtensor<[4],si64>) {
   %0 = pippy.tp_reduce %x {tp = 2} : !torch.vtensor<[4],si64>
   return
 }
+
+// -----
+
+func.func @tp_embedding_float_indices(%w: !torch.vtensor<[4,8],f32>, %i: !torch.vtensor<[3],f32>) {
+  // expected-error @+1 {{'pippy.tp_embedding' op takes integer indices; got '!torch.vtensor<[3],f32>'}}
+  %0 = pippy.tp_embedding %w, %i {tp = 2} : !torch.vtensor<[4,8],f32>, !torch.vtensor<[3],f32> -> !torch.vtensor<[3,8],f32>
+  return
+}
+
+// -----
+
+func.func @tp_embedding_wrong_result(%w: !torch.vtensor<[4,8],f32>, %i: !torch.vtensor<[3],si64>) {
+  // expected-error @+1 {{'pippy.tp_embedding' op result must be the indices' shape with the table's row size and dtype; got '!torch.vtensor<[3,4],f32>'}}
+  %0 = pippy.tp_embedding %w, %i {tp = 2} : !torch.vtensor<[4,8],f32>, !torch.vtensor<[3],si64> -> !torch.vtensor<[3,4],f32>
+  return
+}

@@ -81,9 +81,11 @@ func.func @untied() -> !torch.vtensor<[2],f32> {
 // CHECK:      %[[W:.*]] = pippy.param "fc.weight" {pippy.shard = array<i64: 0, 2>} : !torch.vtensor<[2,4],f32>
 // CHECK:      %[[C:.*]] = pippy.tp_copy %arg0 {tp = 2 : i64} : !torch.vtensor<[3,4],f32>
 // CHECK:      pippy.tp_reduce %[[C]] {tp = 2 : i64} : !torch.vtensor<[3,4],f32>
-func.func @tensor_parallel(%x: !torch.vtensor<[3,4],f32>) -> !torch.vtensor<[3,4],f32> {
+// CHECK:      pippy.tp_embedding %[[W]], %arg1 {tp = 2 : i64} : !torch.vtensor<[2,4],f32>, !torch.vtensor<[3],si64> -> !torch.vtensor<[3,4],f32>
+func.func @tensor_parallel(%x: !torch.vtensor<[3,4],f32>, %i: !torch.vtensor<[3],si64>) -> !torch.vtensor<[3,4],f32> {
   %w = pippy.param "fc.weight" {pippy.shard = array<i64: 0, 2>} : !torch.vtensor<[2,4],f32>
   %c = pippy.tp_copy %x {tp = 2} : !torch.vtensor<[3,4],f32>
   %r = pippy.tp_reduce %c {tp = 2} : !torch.vtensor<[3,4],f32>
+  %e = pippy.tp_embedding %w, %i {tp = 2} : !torch.vtensor<[2,4],f32>, !torch.vtensor<[3],si64> -> !torch.vtensor<[3,4],f32>
   return %r : !torch.vtensor<[3,4],f32>
 }
