@@ -116,7 +116,8 @@ std::vector<c10::IValue> Dataset::arguments(int64_t begin, int64_t count,
   return args;
 }
 
-void OutputRows::add(const std::vector<c10::IValue> &results) {
+std::vector<at::Tensor>
+OutputRows::flatten(const std::vector<c10::IValue> &results) {
   std::vector<at::Tensor> flat;
   for (const c10::IValue &r : results) {
     if (r.isTensor())
@@ -125,7 +126,11 @@ void OutputRows::add(const std::vector<c10::IValue> &results) {
       for (const c10::IValue &e : r.toTupleRef().elements())
         flat.push_back(e.toTensor());
   }
-  chunks.push_back(std::move(flat));
+  return flat;
+}
+
+void OutputRows::add(std::vector<at::Tensor> tensors) {
+  chunks.push_back(std::move(tensors));
 }
 
 void OutputRows::write(const std::string &path) const {

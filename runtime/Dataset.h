@@ -51,7 +51,12 @@ private:
 /// value per micro-batch (written as they are for a single micro-batch).
 class OutputRows {
 public:
-  void add(const std::vector<c10::IValue> &results);
+  /// A micro-batch's results as tensors (tuples flattened), as add keeps
+  /// them.
+  static std::vector<at::Tensor>
+  flatten(const std::vector<c10::IValue> &results);
+  /// The next micro-batch's tensors, in order.
+  void add(std::vector<at::Tensor> tensors);
   void write(const std::string &path) const;
 
 private:

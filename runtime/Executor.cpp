@@ -418,12 +418,14 @@ void RankRunner::infer() {
                        std::to_string(mbRows));
   if (plan.holdsOutput() && options.outputPath.empty())
     throw RuntimeError("--infer needs --output FILE");
-  int M = static_cast<int>(rows / mbRows);
+  // This replica's micro-batches: replica, replica + D, ... of the data's.
+  int total = static_cast<int>(rows / mbRows);
+  int M = total > replica ? (total - replica + mesh.dp - 1) / mesh.dp : 0;
   for (StageRun &run : stages) {
     run.mbs.assign(M, MicroBatch());
     postReceives(run, /*training=*/false);
   }
-  OutputRows outputs;
+  std::vector<std::vector<at::Tensor>> outputs;
   // Forward only: every micro-batch in order, through the rank's stages in
   // order, as it arrives (GPipe's forward half, which every schedule
   // shares).
@@ -438,12 +440,12 @@ void RankRunner::infer() {
         record({exe::ActionKind::RecvF, stage, m}, begin);
       }
       Clock::time_point begin = Clock::now();
-      forward(run, m, m * mbRows, /*training=*/false);
+      forward(run, m, globalMicrobatch(m) * mbRows, /*training=*/false);
       if (run.plan->holdsOutput) {
         std::vector<c10::IValue> results;
         for (unsigned index : plan.outputIndices)
           results.push_back(mb.outputs.at(index));
-        outputs.add(results);
+        outputs.push_back(OutputRows::flatten(results));
       }
       record({exe::ActionKind::Forward, stage, m}, begin);
       if (std::any_of(run.plan->sendEdges.begin(), run.plan->sendEdges.end(),
@@ -455,16 +457,23 @@ void RankRunner::infer() {
       mb.outputs.clear();
     }
   waitSends();
-  if (plan.holdsOutput()) {
-    outputs.write(options.outputPath);
-    printLine("wrote " + std::to_string(rows) + " rows to " +
-              options.outputPath);
+  // Replica 0 writes every replica's rows, in the data's order.
+  if (plan.holdsOutput() && tensorRank == 0) {
+    outputs = gatherOutputs(std::move(outputs), total);
+    if (replica == 0) {
+      OutputRows rowsOut;
+      for (std::vector<at::Tensor> &chunk : outputs)
+        rowsOut.add(std::move(chunk));
+      rowsOut.write(options.outputPath);
+      printLine("wrote " + std::to_string(rows) + " rows to " +
+                options.outputPath);
+    }
   }
-  if (!options.tracePath.empty())
+  if (reports() && !options.tracePath.empty())
     writeTrace();
-  if (!options.profilePath.empty())
+  if (reports() && !options.profilePath.empty())
     writeProfile();
-  comm->barrier(where() + ": waiting for every rank to finish");
+  worldComm->barrier(where() + ": waiting for every rank to finish");
 }
 
 } // namespace pippy::rt

@@ -402,8 +402,6 @@ std::optional<RunOptions> parseRunOptions(const std::vector<std::string> &argv,
   if (result.zero && result.dp == 1)
     return fail("--zero 1 shards the optimizer state over data-parallel "
                 "replicas; give --dp 2 or more");
-  if (result.infer && result.dp > 1)
-    return fail("--infer runs one pipeline; --dp replicates it for training");
   if (result.nodeRank >= result.nnodes)
     return fail("--node-rank " + std::to_string(result.nodeRank) +
                 " is not a node of --nnodes " + std::to_string(result.nnodes));

@@ -128,6 +128,8 @@ private:
   std::vector<int> reduceAfterActions() const;
   void reduceStage(int stage);
   void sumStepLoss();
+  std::vector<std::vector<at::Tensor>>
+  gatherOutputs(std::vector<std::vector<at::Tensor>> own, int total);
   void shardOptimizerState();
   void shareSteppedWeights();
   /// The step's index of this replica's micro-batch `m`.

@@ -156,6 +156,43 @@ void RankRunner::shareSteppedWeights() {
   shareStepped(*dpComm, tensors, owners, where());
 }
 
+/// --infer's outputs at replica 0, by the data's micro-batch (each replica
+/// computed micro-batches replica, replica + D, ...): the others send theirs
+/// and get nothing back.
+std::vector<std::vector<at::Tensor>>
+RankRunner::gatherOutputs(std::vector<std::vector<at::Tensor>> own, int total) {
+  if (mesh.dp == 1)
+    return own;
+  auto tag = [](int m, size_t i) { return m * 64 + static_cast<int>(i); };
+  if (replica != 0) {
+    for (size_t m = 0; m < own.size(); ++m)
+      for (size_t i = 0; i < own[m].size(); ++i)
+        dpComm
+            ->send(own[m][i].contiguous(), 0, tag(m, i),
+                   where() + ": sending its outputs to replica 0")
+            ->wait();
+    return {};
+  }
+  std::vector<std::vector<at::Tensor>> all(total);
+  for (int j = 0; j < total; ++j) {
+    int r = j % mesh.dp, m = j / mesh.dp;
+    if (r == 0) {
+      all[j] = std::move(own[m]);
+      continue;
+    }
+    for (size_t i = 0; i < all[0].size(); ++i) {
+      at::Tensor t = at::empty_like(all[0][i]);
+      dpComm
+          ->recv(t, r, tag(m, i),
+                 where() + ": receiving replica " + std::to_string(r) +
+                     "'s outputs")
+          ->wait();
+      all[j].push_back(t);
+    }
+  }
+  return all;
+}
+
 void RankRunner::sumStepLoss() {
   if (mesh.dp == 1 || !plan.holdsOutput())
     return;

@@ -39,6 +39,10 @@ CASE is one of:
            and weights agree within 1e-5 (the sums differ in order).
   mesh-kill  `kill` on that mesh, killing rank 5 (replica 1, pipeline rank
            0, tensor rank 1): a peer names it and the run ends.
+  dp-remesh  a checkpoint of one pipeline resumed on two replicas with
+           --zero 1 (each taking its share of the whole optimizer state):
+           the resumed losses and final weights agree with the uninterrupted
+           run's within 1e-6 (the replicas sum in another order).
   dp-nodes `nodes` on that mesh: two nodes of two ranks each, one replica
            per node, equal to the one-node run bit for bit.
   dp-kill  `kill` on that mesh, killing rank 3 (replica 1's second stage):
@@ -340,6 +344,31 @@ def mesh_clip(out, bindir):
     return losses and worst <= 1e-5
 
 
+def dp_remesh(out, bindir):
+    one = ["--nproc", "2", "--microbatches", str(2 * M)]
+    ckpt = f"{out}/remesh"
+    shutil.rmtree(ckpt, ignore_errors=True)
+    train(out, bindir, 4, ["--checkpoint-dir", ckpt, "--checkpoint-every", "2",
+                           "--metrics", f"{out}/one.json", "--save-weights",
+                           f"{out}/one.safetensors"], one)
+    shutil.rmtree(f"{ckpt}/step-4")
+    text = train(out, bindir, 4, ["--checkpoint-dir", ckpt, "--resume",
+                                  "--metrics", f"{out}/two.json",
+                                  "--save-weights", f"{out}/two.safetensors"],
+                 DP_FLAGS + ["--zero", "1"])
+    print("resumed from step 2" if "step-2" in text else text)
+    a, b = step_losses(f"{out}/one.json"), step_losses(f"{out}/two.json")
+    losses = sorted(b) == [3, 4] and all(
+        abs(a[k] - b[k]) <= 1e-6 * abs(a[k]) for k in b)
+    wa, _ = st.load(f"{out}/one.safetensors")
+    wb, _ = st.load(f"{out}/two.safetensors")
+    worst = max(((wa[k] - wb[k]).abs().max() / wa[k].abs().max()).item()
+                for k in wa)
+    print(f"remeshed losses {'ok' if losses else 'MISMATCH'}; weights "
+          f"{'ok' if worst <= 1e-6 else 'MISMATCH'}")
+    return losses and worst <= 1e-6
+
+
 def children(pid):
     """Pids of the ranks the launcher forked, by local rank: it forks them
     in rank order, so their start times (then pids) give the order."""
@@ -424,6 +453,8 @@ def main():
         ok = mesh_clip(out, bindir)
     elif case == "mesh-kill":
         ok = fail_rank(out, bindir, signal.SIGKILL, 5, MESH_FLAGS)
+    elif case == "dp-remesh":
+        ok = dp_remesh(out, bindir)
     elif case == "dp-nodes":
         ok = dp_nodes(out, bindir)
     elif case == "dp-resume":
