@@ -184,6 +184,13 @@ public:
     }
   }
 
+  /// A group split from another (`split`): its NCCL communicator made.
+  NcclCommunicator(c10::intrusive_ptr<c10d::Store> store,
+                   std::unique_ptr<nccl::Communicator> made,
+                   std::vector<int> globalRanks, const Rendezvous &rdzv)
+      : store(std::move(store)), comm(std::move(made)),
+        globalRanks(std::move(globalRanks)), rdzv(rdzv) {}
+
   int rank() const override { return comm->rank(); }
   int size() const override { return comm->size(); }
   int globalRank(int r) const override { return globalRanks.at(r); }
@@ -258,6 +265,26 @@ public:
     return std::make_unique<NcclCommunicator>(
         prefixed, static_cast<int>(it - ranks.begin()),
         static_cast<int>(ranks.size()), ranks, rdzv);
+  }
+
+  /// Every rank splits at once: one `ncclCommSplit` of this communicator,
+  /// coloured by each group's first member.
+  std::unique_ptr<Communicator> split(const std::string &name,
+                                      const std::vector<int> &ranks) override {
+    auto it = std::find(ranks.begin(), ranks.end(), globalRank(rank()));
+    if (it == ranks.end())
+      throw RuntimeError("rank " + std::to_string(rdzv.rank) +
+                         " is not in group " + name);
+    std::unique_ptr<nccl::Communicator> made;
+    try {
+      made = comm->split(ranks.front(), static_cast<int>(it - ranks.begin()));
+    } catch (const nccl::NcclError &e) {
+      throw CommError("rank " + std::to_string(rdzv.rank) +
+                      ": cannot make group " + name + ": " + e.what());
+    }
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>(name, store);
+    return std::make_unique<NcclCommunicator>(prefixed, std::move(made), ranks,
+                                              rdzv);
   }
 
 private:

@@ -43,15 +43,15 @@ void RankRunner::connectReplicas() {
   // member busy creating another.
   std::string r = std::to_string(replica), p = std::to_string(rank),
               t = std::to_string(tensorRank);
-  pipelineComm = worldComm->subgroup("pipeline/" + r + "/" + t,
-                                     mesh.pipelineGroup(replica, tensorRank));
+  pipelineComm = worldComm->split("pipeline/" + r + "/" + t,
+                                  mesh.pipelineGroup(replica, tensorRank));
   comm = pipelineComm.get();
   if (mesh.dp > 1)
-    dpComm = worldComm->subgroup("dp/" + p + "/" + t,
-                                 mesh.dataParallelGroup(rank, tensorRank));
+    dpComm = worldComm->split("dp/" + p + "/" + t,
+                              mesh.dataParallelGroup(rank, tensorRank));
   if (mesh.tp > 1) {
-    tpComm = worldComm->subgroup("tp/" + r + "/" + p,
-                                 mesh.tensorParallelGroup(replica, rank));
+    tpComm = worldComm->split("tp/" + r + "/" + p,
+                              mesh.tensorParallelGroup(replica, rank));
     Communicator *group = tpComm.get();
     std::string what = "summing a tensor-parallel result";
     setTensorParallelGroup(tensorRank, [group, what](at::Tensor &t) {

@@ -175,6 +175,28 @@ void Communicator::join(Store &store, const std::string &key, int device) {
                std::chrono::milliseconds(1));
 }
 
+Communicator::Communicator(std::chrono::milliseconds timeout)
+    : rankId(0), worldSize(1), waitLimit(timeout) {}
+
+std::unique_ptr<Communicator> Communicator::split(int color, int key) {
+  std::unique_ptr<Communicator> child(new Communicator(waitLimit));
+  child->rankId = rankId; // for messages until NCCL says its rank there
+  cudaCheck(
+      cudaStreamCreateWithFlags(&child->cudaStream, cudaStreamNonBlocking),
+      "cudaStreamCreate");
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  check(ncclCommSplit(comm, color, key, &child->comm, &config),
+        "ncclCommSplit");
+  // The split is carried out on the new communicator (and the parent).
+  child->awaitPending("ncclCommSplit", "the other ranks did not split",
+                      std::chrono::microseconds(1000));
+  child->check(ncclCommUserRank(child->comm, &child->rankId),
+               "ncclCommUserRank");
+  child->check(ncclCommCount(child->comm, &child->worldSize), "ncclCommCount");
+  return child;
+}
+
 Communicator::~Communicator() {
   if (comm && !aborted)
     ncclCommDestroy(comm);

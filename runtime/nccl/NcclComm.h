@@ -100,6 +100,11 @@ public:
   ~Communicator();
   Communicator(const Communicator &) = delete;
 
+  /// The communicator of this rank's part of a split of this one
+  /// (`ncclCommSplit`): every rank of this communicator calls it at once;
+  /// those with the same `color` form one communicator, ranked by `key`.
+  std::unique_ptr<Communicator> split(int color, int key);
+
   int rank() const { return rankId; }
   int size() const { return worldSize; }
 
@@ -128,6 +133,8 @@ public:
   ncclResult_t checkAsyncError(const std::string &what);
 
 private:
+  /// A communicator that `split` fills in.
+  explicit Communicator(std::chrono::milliseconds timeout);
   /// Meets the other ranks (the constructor's work).
   void join(Store &store, const std::string &key, int device);
   void check(ncclResult_t result, const std::string &what);

@@ -6,8 +6,9 @@
 //   pippy-nccl-selftest
 //       A world of one rank (the only size NCCL allows on one device) meets
 //       through a DirectoryStore and runs an all-reduce, a broadcast, a
-//       barrier and sends to itself (float32, bfloat16, int64) through the
-//       engine's handles; the results are compared with what they must be.
+//       barrier, sends to itself (float32, bfloat16, int64) and an
+//       all-reduce on a split of it through the engine's handles; the
+//       results are compared with what they must be.
 //       Then the bad paths: waiting on an operation issued inside a group, a
 //       peer that never joins (the wait ends at the timeout, the
 //       communicator is aborted), a store without NCCL's id, and a receive
@@ -15,8 +16,10 @@
 //   pippy-nccl-selftest --world N --rank R --store DIR [--timeout-ms T]
 //       One rank of a world of N, on device R modulo the device count,
 //       meeting the others in the directory DIR: an all-reduce, a broadcast
-//       from rank 0, a barrier and a ring of sends and receives, checked
-//       against the values every rank computes. Start N of them at once.
+//       from rank 0, a barrier, a ring of sends and receives and an
+//       all-reduce within each half of a split by parity (ncclCommSplit),
+//       checked against the values every rank computes. Start N of them at
+//       once.
 //   pippy-nccl-selftest --bench
 //       Times an all-reduce and a send to itself at several sizes, waited
 //       on through a handle and through cudaStreamSynchronize, and the same
@@ -190,6 +193,14 @@ int runOneRank() {
     sendToSelf(comm, "send/recv bfloat16", ncclBfloat16, n + 3, 2);
     sendToSelf(comm, "send/recv int64", ncclInt64, 1000, 8);
 
+    // A split of the world of one (pippy-run --dp/--tp's groups): a
+    // communicator of one rank whose all-reduce is the identity.
+    std::unique_ptr<Communicator> part = comm.split(/*color=*/0, /*key=*/0);
+    b.clear();
+    part->allReduceSum(a.data, b.data, n, ncclFloat, "split all-reduce").wait();
+    b.download(out.data());
+    expect("split all-reduce", out, host);
+
     // An operation inside a group is enqueued at the group's end: its own
     // handle cannot say when it is done.
     b.clear();
@@ -293,6 +304,19 @@ int runWorldRank(int world, int rank, const std::string &storeDir,
   comm.groupEnd("ring").wait();
   b.download(out.data());
   expect("ring send/recv", out, pattern(n, static_cast<float>(previous)));
+
+  // Split by parity (as pippy-run --dp/--tp split the world into groups):
+  // each all-reduce sums the patterns of the ranks of its own parity.
+  std::unique_ptr<Communicator> half = comm.split(rank % 2, rank);
+  std::vector<float> parity(n, 0.0f);
+  for (int r = rank % 2; r < world; r += 2) {
+    std::vector<float> p = pattern(n, static_cast<float>(r));
+    for (size_t i = 0; i < n; ++i)
+      parity[i] += p[i];
+  }
+  half->allReduceSum(a.data, b.data, n, ncclFloat, "split all-reduce").wait();
+  b.download(out.data());
+  expect("all-reduce within a split", out, parity);
 
   std::printf("nccl-selftest: rank %d: %s\n", rank,
               failures ? "FAILED" : "all checks passed");

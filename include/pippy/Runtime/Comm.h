@@ -76,6 +76,15 @@ public:
   virtual std::unique_ptr<Communicator>
   subgroup(const std::string &name, const std::vector<int> &ranks) = 0;
 
+  /// The same, where every rank of this communicator calls it at once, each
+  /// naming its own group, and the groups partition the ranks (the mesh's
+  /// groups): NCCL splits its communicator (`ncclCommSplit`) instead of
+  /// making a new one per group; Gloo makes a sub-group.
+  virtual std::unique_ptr<Communicator> split(const std::string &name,
+                                              const std::vector<int> &ranks) {
+    return subgroup(name, ranks);
+  }
+
   /// The global rank of a rank of this communicator.
   virtual int globalRank(int rank) const = 0;
 };
