@@ -138,8 +138,8 @@ const std::vector<Option> &options() {
        optionalInteger("nproc", &RunOptions::nproc, 1)},
       {"dp", "D",
        "data-parallel replicas of the pipeline: the world (nnodes x nproc) "
-       "is D x the pipeline's ranks, and replica r runs micro-batches r, "
-       "r+D, r+2D, ... of each step (default 1)",
+       "is D x the pipeline's ranks (x --tp), and replica r runs "
+       "micro-batches r, r+D, r+2D, ... of each step (default 1)",
        integer("dp", &RunOptions::dp, 1)},
       {"dp-overlap", nullptr,
        "start summing a stage's gradients over the replicas as soon as its "
