@@ -46,12 +46,6 @@ bool isView(StringRef name) {
   return name == "torch.aten.view" || name == "torch.aten.reshape";
 }
 
-std::optional<int64_t> constantInt(Value v) {
-  if (auto c = v.getDefiningOp<td::ConstantIntOp>())
-    return c.getValueAttr().getInt();
-  return std::nullopt;
-}
-
 int64_t rankOf(Value v) {
   std::optional<SmallVector<int64_t>> sizes = staticSizes(v.getType());
   return sizes ? static_cast<int64_t>(sizes->size()) : -1;
@@ -98,6 +92,14 @@ std::optional<int64_t> viewDim(ArrayRef<int64_t> in, ArrayRef<int64_t> out,
 }
 
 } // namespace
+
+std::optional<int64_t> constantInt(Value v) {
+  if (auto c = v.getDefiningOp<td::ConstantIntOp>())
+    return c.getValueAttr().getInt();
+  if (auto c = v.getDefiningOp<td::ConstantBoolOp>())
+    return c.getValue();
+  return std::nullopt;
+}
 
 std::optional<SmallVector<int64_t>> staticSizes(Type type) {
   auto tensor = dyn_cast<td::BaseTensorType>(type);

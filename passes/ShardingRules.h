@@ -43,6 +43,9 @@ void narrow(mlir::Operation *op, int64_t dim, int64_t parts,
 /// The type of a torch tensor with dimension `dim` divided by `parts`.
 mlir::Type divided(mlir::Type type, int64_t dim, int64_t parts);
 
+/// The value of a `torch.constant.int` (or `.bool`, as 0 or 1), or none.
+std::optional<int64_t> constantInt(mlir::Value v);
+
 /// The static sizes of a torch tensor value's type, or none.
 std::optional<llvm::SmallVector<int64_t>> staticSizes(mlir::Type type);
 

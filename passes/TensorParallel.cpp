@@ -166,13 +166,6 @@ struct TensorParallelPass
     auto mark = [&](Operation *target, const std::string &role) {
       target->setAttr(kRoleAttr, StringAttr::get(ctx, role));
     };
-    auto constant = [](Value v) -> std::optional<int64_t> {
-      if (auto c = v.getDefiningOp<td::ConstantIntOp>())
-        return c.getValueAttr().getInt();
-      if (auto c = v.getDefiningOp<td::ConstantBoolOp>())
-        return c.getValue();
-      return std::nullopt;
-    };
     pd::ParamOp table =
         op->getNumOperands() == 5 ? ownParam(op->getOperand(0), op) : nullptr;
     std::optional<SmallVector<int64_t>> sizes =
@@ -181,8 +174,9 @@ struct TensorParallelPass
         !tp::staticSizes(op->getResult(0).getType()))
       return mark(op, "replicated: its table is not a parameter it alone "
                       "uses (tied or shared tables stay whole)");
-    if (constant(op->getOperand(2)) != -1 || constant(op->getOperand(3)) != 0 ||
-        constant(op->getOperand(4)) != 0)
+    if (tp::constantInt(op->getOperand(2)) != -1 ||
+        tp::constantInt(op->getOperand(3)) != 0 ||
+        tp::constantInt(op->getOperand(4)) != 0)
       return mark(op, "replicated: a padding index, scaling by frequency or "
                       "sparse gradients");
     if ((*sizes)[0] % tp != 0)

@@ -34,6 +34,7 @@
 #include "TensorFile.h"
 #include "Training.h"
 #include "pippy/Runtime/MemoryMeter.h"
+#include "pippy/Runtime/Run.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -59,21 +60,13 @@ void setThreads(int threads) {
     set(threads);
 }
 
-/// The mesh of the world under --dp.
-Mesh meshOf(const RunOptions &options, const Rendezvous &rdzv) {
-  std::string error;
-  Mesh mesh = Mesh::of(rdzv.worldSize, options.dp, options.tp, error);
-  if (!error.empty())
-    throw RuntimeError(error);
-  return mesh;
-}
-
 } // namespace
 
 RankRunner::RankRunner(const RunOptions &options, const Rendezvous &rdzv,
                        LoadedExecutable loaded)
     : options(options), rdzv(rdzv), executable(std::move(loaded)),
-      plan(StagePlan::of(executable.get())), mesh(meshOf(options, rdzv)),
+      plan(StagePlan::of(executable.get())),
+      mesh(meshOf(options, rdzv.worldSize)),
       replica(mesh.of(rdzv.rank).replica),
       rank(mesh.of(rdzv.rank).pipelineRank),
       tensorRank(mesh.of(rdzv.rank).tensorRank),
@@ -103,17 +96,10 @@ void RankRunner::run() {
                                           " per replica for --dp " +
                                           std::to_string(mesh.dp) + ")"
                                     : ""));
-  if (plan.tensorParallel != mesh.tp)
-    throw RuntimeError(
-        executable.name() +
-        (plan.tensorParallel > 1
-             ? " is sharded for tensor parallelism over " +
-                   std::to_string(plan.tensorParallel) +
-                   " ranks; run it with --tp " +
-                   std::to_string(plan.tensorParallel)
-             : " is not sharded for tensor parallelism; shard it with "
-               "pippy-opt --pippy-tensor-parallel=\"tp=" +
-                   std::to_string(mesh.tp) + "\" before running it with --tp"));
+  if (std::string why = tensorParallelMismatch(executable.name(),
+                                               plan.tensorParallel, mesh.tp);
+      !why.empty())
+    throw RuntimeError(why);
   loadPrograms();
   loadWeights();
   // With --loss none the target is forward's last argument, in --infer too.

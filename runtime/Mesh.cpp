@@ -12,27 +12,28 @@ int Mesh::globalRank(Coordinates c) const {
   return (c.replica * pp + c.pipelineRank) * tp + c.tensorRank;
 }
 
-std::vector<int> Mesh::pipelineGroup(int replica, int tensorRank) const {
+std::vector<int> Mesh::along(Coordinates from, int Coordinates::*axis,
+                             int count) const {
   std::vector<int> ranks;
-  for (int p = 0; p < pp; ++p)
-    ranks.push_back(globalRank({replica, p, tensorRank}));
+  for (int i = 0; i < count; ++i) {
+    from.*axis = i;
+    ranks.push_back(globalRank(from));
+  }
   return ranks;
+}
+
+std::vector<int> Mesh::pipelineGroup(int replica, int tensorRank) const {
+  return along({replica, 0, tensorRank}, &Coordinates::pipelineRank, pp);
 }
 
 std::vector<int> Mesh::dataParallelGroup(int pipelineRank,
                                          int tensorRank) const {
-  std::vector<int> ranks;
-  for (int r = 0; r < dp; ++r)
-    ranks.push_back(globalRank({r, pipelineRank, tensorRank}));
-  return ranks;
+  return along({0, pipelineRank, tensorRank}, &Coordinates::replica, dp);
 }
 
 std::vector<int> Mesh::tensorParallelGroup(int replica,
                                            int pipelineRank) const {
-  std::vector<int> ranks;
-  for (int t = 0; t < tp; ++t)
-    ranks.push_back(globalRank({replica, pipelineRank, t}));
-  return ranks;
+  return along({replica, pipelineRank, 0}, &Coordinates::tensorRank, tp);
 }
 
 std::string Mesh::describe() const {
@@ -45,6 +46,20 @@ std::string Mesh::describe() const {
             (tp > 1 ? ", tensor rank " + std::to_string(c.tensorRank) : "");
   }
   return text;
+}
+
+std::string tensorParallelMismatch(const std::string &program, int shardedFor,
+                                   int tp) {
+  if (shardedFor == tp)
+    return "";
+  if (shardedFor > 1)
+    return program + " is sharded for tensor parallelism over " +
+           std::to_string(shardedFor) + " ranks; run it with --tp " +
+           std::to_string(shardedFor);
+  return program +
+         " is not sharded for tensor parallelism; shard it with pippy-opt "
+         "--pippy-tensor-parallel=\"tp=" +
+         std::to_string(tp) + "\" before running it with --tp";
 }
 
 Mesh Mesh::of(int world, int dp, int tp, std::string &error) {

@@ -32,13 +32,6 @@ namespace pippy {
 void runRank(const RunOptions &options, const Rendezvous &rdzv,
              const std::function<rt::LoadedExecutable()> &load);
 
-namespace {
-
-/// Set by the launcher for the ranks it spawns: the folder it lowered an IR
-/// program into.
-constexpr const char *kExecutablesVariable = "PIPPY_EXECUTABLES";
-
-/// The mesh of a world of `world` ranks under --dp (Mesh.h).
 Mesh meshOf(const RunOptions &options, int world) {
   std::string error;
   Mesh mesh = Mesh::of(world, options.dp, options.tp, error);
@@ -46,6 +39,12 @@ Mesh meshOf(const RunOptions &options, int world) {
     throw RuntimeError(error);
   return mesh;
 }
+
+namespace {
+
+/// Set by the launcher for the ranks it spawns: the folder it lowered an IR
+/// program into.
+constexpr const char *kExecutablesVariable = "PIPPY_EXECUTABLES";
 
 /// Lowers the pipeline one replica of a world of `world` ranks runs: the
 /// world's ranks divided by --dp, and its share of the micro-batches.
@@ -60,16 +59,10 @@ LoweredRanks lower(Compiler *compiler, const RunOptions &options, int world,
   if (!lowered)
     throw RuntimeError(error);
   int tp = exe::GetExecutable(lowered->ranks.at(0).data())->tensor_parallel();
-  if (tp != options.tp)
-    throw RuntimeError(
-        options.programPath +
-        (tp > 1
-             ? " is sharded for tensor parallelism over " + std::to_string(tp) +
-                   " ranks; run it with --tp " + std::to_string(tp)
-             : " is not sharded for tensor parallelism; shard it with "
-               "pippy-opt --pippy-tensor-parallel=\"tp=" +
-                   std::to_string(options.tp) +
-                   "\" before running it with --tp"));
+  if (std::string why =
+          tensorParallelMismatch(options.programPath, tp, options.tp);
+      !why.empty())
+    throw RuntimeError(why);
   return std::move(*lowered);
 }
 
@@ -84,11 +77,10 @@ void writeExecutables(const LoweredRanks &lowered, const std::string &dir) {
 /// parallelism they are sharded for); --nproc defaults to it.
 void agreeOnWorld(RunOptions &options, const rt::LoadedExecutable &first) {
   const exe::Executable &exe = first.get();
-  if (exe.tensor_parallel() != options.tp)
-    throw RuntimeError(
-        first.name() + " is sharded for tensor parallelism over " +
-        std::to_string(exe.tensor_parallel()) + " ranks; run it with --tp " +
-        std::to_string(exe.tensor_parallel()));
+  if (std::string why = tensorParallelMismatch(
+          first.name(), exe.tensor_parallel(), options.tp);
+      !why.empty())
+    throw RuntimeError(why);
   int perReplica = exe.num_ranks() * options.tp;
   int world = perReplica * options.dp;
   if (!options.nproc) {

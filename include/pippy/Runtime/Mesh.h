@@ -64,7 +64,18 @@ struct Mesh {
   /// The mesh of `world` ranks with `dp` replicas and `tp` tensor ranks, or
   /// an error message in `error` (dp x tp must divide the world).
   static Mesh of(int world, int dp, int tp, std::string &error);
+
+private:
+  /// The global ranks from `from` along `axis`, its index 0 .. count-1.
+  std::vector<int> along(Coordinates from, int Coordinates::*axis,
+                         int count) const;
 };
+
+/// Why `program`, sharded for `shardedFor` tensor-parallel ranks (1: not
+/// sharded), cannot run with --tp `tp` ("pipe.mlir is sharded for tensor
+/// parallelism over 2 ranks; run it with --tp 2"); empty when it can.
+std::string tensorParallelMismatch(const std::string &program, int shardedFor,
+                                   int tp);
 
 } // namespace pippy
 

@@ -11,6 +11,7 @@
 #ifndef PIPPY_RUNTIME_RUN_H
 #define PIPPY_RUNTIME_RUN_H
 
+#include "pippy/Runtime/Mesh.h"
 #include "pippy/Runtime/Options.h"
 
 #include <optional>
@@ -39,6 +40,10 @@ public:
                                             const std::string &folder,
                                             std::string &error) = 0;
 };
+
+/// The mesh --dp and --tp make of a world of `world` ranks; throws
+/// RuntimeError when they do not divide it.
+Mesh meshOf(const RunOptions &options, int world);
 
 /// pippy-run's main: the exit code.
 int runMain(int argc, char **argv, Compiler *compiler);
