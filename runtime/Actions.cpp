@@ -8,6 +8,7 @@
 
 #include "Rank.h"
 
+#include "MixedPrecision.h"
 #include "TensorFile.h"
 #include "Training.h"
 
@@ -26,12 +27,18 @@ void RankRunner::postReceives(StageRun &run, bool training) {
   for (int m = 0; m < M; ++m) {
     MicroBatch &mb = run.mbs[m];
     mb.received.assign(stage.stageInputs.size(), at::Tensor());
+    mb.wireSpecs.assign(stage.stageInputs.size(), nullptr);
     for (const Edge &edge : stage.recvEdges)
       for (size_t e = 0; e < edge.entries.size() && !edge.local; ++e) {
         const TensorSpec &spec = edge.specs[e];
+        bool carried = carriesDtype(options.precision, spec);
         at::Tensor buffer =
-            at::empty(spec.sizes, at::TensorOptions().dtype(spec.dtype));
+            carried
+                ? wireBuffer(spec)
+                : at::empty(spec.sizes, at::TensorOptions().dtype(spec.dtype));
         mb.received[edge.entries[e].second] = buffer;
+        if (carried)
+          mb.wireSpecs[edge.entries[e].second] = &spec;
         mb.recvF.push_back(comm->recv(
             buffer, edge.peerRank,
             plan.tag(m, 0, edge.peerStage, stage.stage, e),
@@ -96,21 +103,32 @@ void RankRunner::forward(StageRun &run, int m, int64_t begin, bool training) {
       inputs.push_back(dataArgs.at(stage.stageInputs[i].index));
       continue;
     }
-    at::Tensor t = mb.received[i];
+    at::Tensor &t = mb.received[i];
+    if (i < mb.wireSpecs.size() && mb.wireSpecs[i]) {
+      t = fromWire(t, *mb.wireSpecs[i]);
+      mb.wireSpecs[i] = nullptr;
+    }
     if (training && isDifferentiable(t.scalar_type()))
       t.requires_grad_(true);
-    inputs.emplace_back(t);
+    inputs.emplace_back(asActivation(options.precision, t));
   }
   mb.captured.clear();
   RandomKey random{options.seed, currentStep, globalMicrobatch(m)};
   try {
+    AutocastScope autocast(options.precision);
     mb.outputs = run.program->run(
         inputs, params, training && !deferred.empty() ? &captureSlots : nullptr,
         &mb.captured,
         options.profilePath.empty() ? nullptr : &run.opNanoseconds, &random);
   } catch (const RuntimeError &e) {
-    throw RuntimeError(std::string(e.what()) + " (" + rowsText(m, begin, rows) +
-                       ")");
+    // Under autocast an op may fail where f32 runs (PyTorch's autocast
+    // fails alike): the message says which precision ran.
+    throw RuntimeError(
+        std::string(e.what()) + " (" + rowsText(m, begin, rows) +
+        (options.precision == Precision::F32
+             ? ""
+             : std::string(", under --dtype ") + name(options.precision)) +
+        ")");
   }
   ++forwardsRun;
   // Consumers on this rank take the results now, as new leaves.
@@ -125,8 +143,9 @@ void RankRunner::forward(StageRun &run, int m, int64_t begin, bool training) {
                             ? at::Tensor()
                             : data->target(begin, rows);
     try {
-      mb.loss = computeLoss(options.loss,
-                            mb.outputs.at(plan.outputIndices.at(0)), target);
+      mb.loss =
+          computeLoss(options.loss, mb.outputs.at(plan.outputIndices.at(0)),
+                      target, options.precision);
     } catch (const c10::Error &e) {
       throw RuntimeError(std::string("--loss ") + name(options.loss) + ": " +
                          e.what_without_backtrace() + " (" +
@@ -144,6 +163,8 @@ void RankRunner::sendForward(StageRun &run, int m) {
       const c10::IValue &value = mb.outputs.at(edge.entries[e].first);
       at::Tensor t = value.toTensor().detach().contiguous();
       checkSpec(stage.stage, t, edge.specs[e], m, edge.entries[e].first);
+      if (carriesDtype(options.precision, edge.specs[e]))
+        t = toWire(t, edge.specs[e]);
       pendingSends.push_back(comm->send(
           t, edge.peerRank, plan.tag(m, 0, stage.stage, edge.peerStage, e),
           where() + ": sending " +
@@ -155,7 +176,11 @@ void RankRunner::sendForward(StageRun &run, int m) {
 
 void RankRunner::checkSpec(int stage, const at::Tensor &t,
                            const TensorSpec &spec, int m, unsigned result) {
-  if (t.sizes() != at::IntArrayRef(spec.sizes) || t.scalar_type() != spec.dtype)
+  // Under mixed precision a floating result may be narrower than declared.
+  bool dtypeFits =
+      t.scalar_type() == spec.dtype || (carriesDtype(options.precision, spec) &&
+                                        at::isFloatingType(t.scalar_type()));
+  if (t.sizes() != at::IntArrayRef(spec.sizes) || !dtypeFits)
     throw RuntimeError(
         "stage " + std::to_string(stage) + ", micro-batch " +
         std::to_string(m) + ": result " + std::to_string(result) + " is " +
@@ -170,7 +195,9 @@ void RankRunner::sendBackward(StageRun &run, int m) {
     for (size_t e = 0; e < edge.entries.size() && !edge.local; ++e) {
       if (!isDifferentiable(edge.specs[e].dtype) || !edge.gradFlows[e])
         continue;
-      at::Tensor g = mb.inputGrads[edge.entries[e].second].contiguous();
+      at::Tensor g = mb.inputGrads[edge.entries[e].second]
+                         .to(edge.specs[e].dtype)
+                         .contiguous();
       pendingSends.push_back(comm->send(
           g, edge.peerRank, plan.tag(m, 1, edge.peerStage, stage.stage, e),
           where() + ": sending " +

@@ -44,6 +44,8 @@ void RankRunner::checkRanksAgree() {
        std::to_string(plan.pipelineHash)},
       {"--infer", options.infer ? "on" : "off"},
       {"--backend", name(options.backend)},
+      {"--dtype and --allow-tf32", std::string(name(options.precision)) +
+                                       (options.allowTf32 ? " on" : " off")},
       {"--steps", std::to_string(options.steps)},
       {"--loss", name(options.loss)},
       {"--optimizer, --lr, --momentum, --weight-decay, --betas, --eps",

@@ -35,9 +35,12 @@ RankRunner::backwardRoots(StageRun &run, MicroBatch &mb) {
   for (size_t k = 0; k < stage.sendEdges.size(); ++k) {
     const Edge &edge = stage.sendEdges[k];
     for (size_t e = 0; e < edge.entries.size(); ++e) {
-      const at::Tensor &g = mb.gradBuffers[k][e];
+      at::Tensor g = mb.gradBuffers[k][e];
       if (!g.defined())
         continue;
+      // Under mixed precision a gradient arrives in the declared dtype:
+      // back to its result's, as autograd would have summed it.
+      g = g.to(mb.outputs.at(edge.entries[e].first).toTensor().scalar_type());
       at::Tensor &sum = resultGrads[edge.entries[e].first];
       sum = sum.defined() ? sum + g : g;
     }
@@ -226,16 +229,26 @@ void RankRunner::weightGradients() {
   for (size_t l = 0; l < linears.size(); ++l) {
     if (linearGrads[l].empty())
       continue;
-    at::Tensor x = at::cat(linearInputs[l]);
-    at::Tensor g = at::cat(linearGrads[l]);
-    x = x.reshape({-1, x.size(-1)});
-    g = g.reshape({-1, g.size(-1)});
-    auto accumulate = [](at::Tensor p, const at::Tensor &grad) {
+    auto accumulate = [](at::Tensor p, at::Tensor grad) {
+      grad = grad.to(p.scalar_type());
       p.mutable_grad() = p.grad().defined() ? p.grad() + grad : grad;
     };
-    accumulate(params.at(linears[l].weight), at::mm(g.t(), x));
-    if (!linears[l].bias.empty())
-      accumulate(params.at(linears[l].bias), g.sum(0));
+    // One product over the step's micro-batches; under mixed precision one
+    // per micro-batch, in the output gradient's dtype (autocast's), each
+    // widened to the parameter's before the sum, as autograd does.
+    std::vector<std::pair<at::Tensor, at::Tensor>> parts;
+    if (options.precision == Precision::F32)
+      parts.push_back({at::cat(linearInputs[l]), at::cat(linearGrads[l])});
+    else
+      for (size_t m = 0; m < linearGrads[l].size(); ++m)
+        parts.push_back({linearInputs[l][m], linearGrads[l][m]});
+    for (auto &[x, g] : parts) {
+      x = x.reshape({-1, x.size(-1)}).to(g.scalar_type());
+      g = g.reshape({-1, g.size(-1)});
+      accumulate(params.at(linears[l].weight), at::mm(g.t(), x));
+      if (!linears[l].bias.empty())
+        accumulate(params.at(linears[l].bias), g.sum(0));
+    }
     linearInputs[l].clear();
     linearGrads[l].clear();
   }
@@ -323,7 +336,8 @@ void RankRunner::chooseDeferredLinears() {
 /// (Program::fuseWeightGradients); where I and W split the backward, I
 /// queues them for W.
 void RankRunner::fuseWeightGradients() {
-  if (options.autogradWeightGrads)
+  // Under mixed precision autograd's own linear (autocast's casts) runs.
+  if (options.autogradWeightGrads || options.precision != Precision::F32)
     return;
   for (StageRun &run : stages) {
     std::set<std::string> weights;

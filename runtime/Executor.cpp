@@ -30,6 +30,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Rank.h"
+#include "TorchCompat.h"
 
 #include "TensorFile.h"
 #include "Training.h"
@@ -81,6 +82,7 @@ StageRun &RankRunner::stageRun(int stage) {
 
 void RankRunner::run() {
   setThreads(options.threads);
+  compat::setAllowTf32(options.allowTf32);
   if (!options.metricsPath.empty())
     installMemoryMeter();
   if (plan.rank != rank)
@@ -120,6 +122,8 @@ void RankRunner::loadPrograms() {
         Program::load(*held.program, "stage " + std::to_string(held.stage),
                       options.infer ? Program::Semantics::Evaluation
                                     : Program::Semantics::Training));
+    if (options.precision != Precision::F32)
+      run.program->runConvolutionsAsTraced();
     run.opNanoseconds.assign(run.program->countedOps().size(), 0);
   }
 }

@@ -39,6 +39,10 @@ const char *name(Backend backend) {
   return backend == Backend::Gloo ? "gloo" : "nccl";
 }
 
+const char *name(Precision precision) {
+  return precision == Precision::F32 ? "f32" : "bf16";
+}
+
 namespace {
 
 /// Sets an option from its value; returns an error message or empty.
@@ -182,6 +186,15 @@ const std::vector<Option> &options() {
          return parseChoice("backend", v, {Backend::Gloo, Backend::Nccl},
                             o.backend);
        }},
+      {"dtype", "f32|bf16",
+       "the forwards' precision: f32 (default) runs the model in its own "
+       "dtypes; bf16 is mixed precision as torch.autocast gives it (matrix "
+       "products and convolutions in bfloat16; weights, gradients, optimizer "
+       "state and the loss in float32)",
+       [](RunOptions &o, const std::string &v) {
+         return parseChoice("dtype", v, {Precision::F32, Precision::BF16},
+                            o.precision);
+       }},
       {"schedule", "KIND",
        "the pipeline schedule: gpipe, 1f1b (default) or zb-h1 with one "
        "stage per rank; interleaved-1f1b, looped-bfs or zb1p with stage s on "
@@ -290,6 +303,10 @@ const std::vector<Option> &options() {
        integer("keep-checkpoints", &RunOptions::keepCheckpoints, 1)},
       {"resume", nullptr, "continue from the newest complete checkpoint",
        flag(&RunOptions::resume)},
+      {"allow-tf32", nullptr,
+       "let CUDA matrix products and convolutions round float32 to TF32 "
+       "(off by default: float32 stays float32 on every device)",
+       flag(&RunOptions::allowTf32)},
       {"autograd-weight-grads", nullptr,
        "accumulate every weight gradient through autograd, as PyTorch does, "
        "instead of adding linear layers' weight gradients in place (slower; "

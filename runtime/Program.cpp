@@ -8,6 +8,7 @@
 
 #include "pippy/Runtime/Program.h"
 
+#include "MixedPrecision.h"
 #include "WeightGradients.h"
 
 #include <ATen/ATen.h>
@@ -65,6 +66,9 @@ void Program::execute(const Instruction &inst, ::torch::jit::Stack &stack,
   }
   case Kind::Operator:
     (*inst.operation)(stack);
+    break;
+  case Kind::Convolution:
+    rt::callAsTracedConvolution(*inst.handle, stack);
     break;
   case Kind::BuildList: {
     c10::impl::GenericList list(inst.listElement);
@@ -198,6 +202,14 @@ std::vector<Program::Linear> Program::linearsWithOwnParameters() const {
   for (auto &[index, linear] : ownLinears())
     result.push_back(std::move(linear));
   return result;
+}
+
+void Program::runConvolutionsAsTraced() {
+  for (Instruction &inst : code)
+    if (inst.kind == Kind::Dispatch &&
+        inst.handle->operator_name() ==
+            c10::OperatorName("aten::_convolution", ""))
+      inst.kind = Kind::Convolution;
 }
 
 void Program::fuseWeightGradients(const std::set<std::string> &weights) {

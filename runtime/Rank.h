@@ -51,6 +51,9 @@ using Clock = std::chrono::steady_clock;
 /// The state of one micro-batch between its forward and its backward.
 struct MicroBatch {
   std::vector<at::Tensor> received; // per stage input (or undefined)
+  /// Per stage input: the spec of a receive that carries its dtype
+  /// (MixedPrecision.h), whose buffer forward decodes; else null.
+  std::vector<const TensorSpec *> wireSpecs;
   std::vector<CommHandlePtr> recvF, recvB;
   std::vector<std::vector<at::Tensor>> gradBuffers; // per consumer edge
   std::vector<c10::IValue> outputs;

@@ -117,6 +117,7 @@ void RankRunner::finish(int firstStep, const std::vector<double> &losses,
   };
   RunMetrics metrics;
   metrics.schedule = plan.scheduleKind;
+  metrics.dtype = name(options.precision);
   metrics.ranks = W;
   metrics.mesh = mesh;
   for (int64_t i = 0; i < n; ++i) {

@@ -37,6 +37,7 @@ std::string metricsJson(const RunMetrics &metrics) {
                  {"peak_activation_bytes", metrics.peakActivationBytes},
                  {"busy_s", metrics.busySeconds},
                  {"schedule", metrics.schedule},
+                 {"dtype", metrics.dtype},
                  {"ranks", metrics.ranks},
                  {"optimizer_state_bytes", metrics.optimizerStateBytes},
                  {"mesh",

@@ -48,6 +48,7 @@ struct RunMetrics {
   std::vector<int64_t> peakActivationBytes;
   std::vector<double> busySeconds; ///< per rank
   std::string schedule;
+  std::string dtype = "f32"; ///< --dtype
   int ranks = 1;
   Mesh mesh;
   /// Per rank, with --dp: the bytes it all-reduced over its data-parallel

@@ -9,7 +9,7 @@
 namespace pippy::rt {
 
 at::Tensor computeLoss(LossKind loss, const c10::IValue &output,
-                       const at::Tensor &target) {
+                       const at::Tensor &target, Precision precision) {
   // With several outputs (a tuple or a list) the loss is taken on the
   // first, as test/models/common.py does; with --loss none the first is
   // the loss itself (HuggingFace's `(loss, logits)`).
@@ -29,6 +29,10 @@ at::Tensor computeLoss(LossKind loss, const c10::IValue &output,
                        ": forward must return a tensor, or a tuple or list "
                        "whose first element is one");
   at::Tensor out = first.toTensor();
+  // Mixed precision takes the loss in f32, as autocast's policy does.
+  if (precision != Precision::F32 &&
+      (out.scalar_type() == at::kBFloat16 || out.scalar_type() == at::kHalf))
+    out = out.to(at::kFloat);
   if (loss == LossKind::CrossEntropy)
     return at::cross_entropy_loss(out.flatten(0, -2), target.flatten());
   return at::mse_loss(out, target);

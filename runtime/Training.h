@@ -18,9 +18,11 @@
 namespace pippy::rt {
 
 /// The loss of one micro-batch (the mean over its rows). With several
-/// outputs (a tuple or list) the loss is taken on the first.
+/// outputs (a tuple or list) the loss is taken on the first; under mixed
+/// precision in f32.
 at::Tensor computeLoss(LossKind loss, const c10::IValue &output,
-                       const at::Tensor &target);
+                       const at::Tensor &target,
+                       Precision precision = Precision::F32);
 
 std::unique_ptr<::torch::optim::Optimizer>
 makeOptimizer(const RunOptions &options, std::vector<at::Tensor> params);

@@ -34,6 +34,7 @@ TEST(MetricsFormat, WritesEveryStepAndTheRunsFigures) {
   metrics.peakActivationBytes = {2048, 648};
   metrics.busySeconds = {0.3, 0.28};
   metrics.schedule = "1f1b";
+  metrics.dtype = "bf16";
   metrics.ranks = 2;
   json j = json::parse(pippy::rt::metricsJson(metrics));
   ASSERT_EQ(j["steps"].size(), 2u);
@@ -46,6 +47,7 @@ TEST(MetricsFormat, WritesEveryStepAndTheRunsFigures) {
   EXPECT_EQ(j["peak_inflight_microbatches"], json({2, 1}));
   EXPECT_EQ(j["peak_activation_bytes"], json({2048, 648}));
   EXPECT_EQ(j["schedule"], "1f1b");
+  EXPECT_EQ(j["dtype"], "bf16");
   EXPECT_EQ(j["ranks"], 2);
 }
 
@@ -127,10 +129,11 @@ std::optional<pippy::RunOptions> parse(std::vector<std::string> args,
 
 TEST(RunOptions, ParsesChoicesOnceIntoEnums) {
   std::string message;
-  auto options = parse({"exe/", "--schedule", "gpipe", "--loss=mse",
-                        "--optimizer", "adamw", "--microbatches", "4",
-                        "--backend", "nccl", "--defer-weight-grads"},
-                       message);
+  auto options =
+      parse({"exe/", "--schedule", "gpipe", "--loss=mse", "--optimizer",
+             "adamw", "--microbatches", "4", "--backend", "nccl",
+             "--defer-weight-grads", "--dtype", "bf16", "--allow-tf32"},
+            message);
   ASSERT_TRUE(options) << message;
   EXPECT_EQ(options->programPath, "exe/");
   EXPECT_EQ(*options->schedule, pippy::ScheduleKind::GPipe);
@@ -139,11 +142,14 @@ TEST(RunOptions, ParsesChoicesOnceIntoEnums) {
   EXPECT_EQ(*options->microbatches, 4);
   EXPECT_EQ(options->backend, pippy::Backend::Nccl);
   EXPECT_TRUE(*options->deferWeightGrads);
+  EXPECT_EQ(options->precision, pippy::Precision::BF16);
+  EXPECT_TRUE(options->allowTf32);
   // What is not given stays unset, so that executables supply it.
   auto plain = parse({"exe/"}, message);
   ASSERT_TRUE(plain);
   EXPECT_FALSE(plain->schedule || plain->microbatches || plain->nproc ||
-               plain->deferWeightGrads);
+               plain->deferWeightGrads || plain->allowTf32);
+  EXPECT_EQ(plain->precision, pippy::Precision::F32);
 }
 
 TEST(RunOptions, RefusesBadValuesWithOneLine) {
@@ -157,6 +163,9 @@ TEST(RunOptions, RefusesBadValuesWithOneLine) {
   EXPECT_NE(message.find("--microbatches"), std::string::npos) << message;
   EXPECT_FALSE(parse({"exe/", "--backend", "mpi"}, message));
   EXPECT_NE(message.find("gloo or nccl"), std::string::npos) << message;
+  EXPECT_FALSE(parse({"exe/", "--dtype", "fp16"}, message));
+  EXPECT_EQ(message, "pippy-run: error: unknown --dtype 'fp16'; expected f32 "
+                     "or bf16\n");
   EXPECT_FALSE(parse({"exe/", "--resume"}, message));
   EXPECT_EQ(message, "pippy-run: error: --resume needs --checkpoint-dir\n");
   EXPECT_FALSE(parse({"exe/", "--steps"}, message));

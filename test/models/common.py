@@ -14,6 +14,7 @@ of the first micro-batch is eval mode's, as pippy-run --infer computes it.
 Floats are float32 except in mlp64 (float64); integer inputs and targets are
 int64. Any dtype pippy names (common._MLIR_DTYPES) is accepted.
 """
+import contextlib
 import ctypes
 import json
 import os
@@ -134,14 +135,25 @@ def _check_dtypes(tensors, what):
             raise TypeError("%s: tensors of dtype %s have no pippy dtype" % (what, t.dtype))
 
 
+def _precision(dtype):
+    """The context a forward runs in: nothing for f32; for bf16 PyTorch's
+    autocast, as pippy-run --dtype bf16 runs its forwards."""
+    if dtype == "f32":
+        return contextlib.nullcontext()
+    assert dtype == "bf16", dtype
+    return torch.autocast("cpu", dtype=torch.bfloat16)
+
+
 def generate(name, model, example_inputs, data_inputs, targets, loss, out_dir,
-             lr=0.05, microbatches=2, steps=3, traced_model=None):
+             lr=0.05, microbatches=2, steps=3, traced_model=None, dtype="f32"):
     """Write the zoo files for one model into out_dir (see README.md).
 
     example_inputs: tuple of tensors at micro-batch size (dim 0 = mb).
     data_inputs:    tuple of tensors (dim 0 = rows), targets: tensor, same rows.
     traced_model:   the module to trace, if not `model` itself (a copy of it
                     made traceable); PyTorch's reference runs `model`.
+    dtype:          "bf16": the reference forwards and losses run under
+                    torch.autocast (the model and its trace stay f32).
     The caller must have called torch.manual_seed(0) before building `model`.
     """
     t0 = time.time()
@@ -192,8 +204,13 @@ def generate(name, model, example_inputs, data_inputs, targets, loss, out_dir,
     # pippy-run --infer runs it (running statistics, no dropout)
     x0, _ = rows_of(0, mb)
     model.eval()
-    with torch.no_grad():
+    # Under autocast with gradients on: torch 1.13's no-grad fast path of
+    # nn.TransformerEncoderLayer fails under CPU autocast (it mixes bf16
+    # and f32); the regular path computes the same function.
+    with torch.set_grad_enabled(dtype != "f32"), _precision(dtype):
         out0 = model(*x0)
+    out0 = tuple(o.detach() for o in out0) if isinstance(out0, tuple) \
+        else out0.detach()
     model.train()
     outs = _as_tuple(out0)
     st.save(base + ".ref.safetensors", _named("output", outs))
@@ -208,8 +225,9 @@ def generate(name, model, example_inputs, data_inputs, targets, loss, out_dir,
         xs, ys = rows_of(k * microbatches * mb, microbatches * mb)
         for m in range(microbatches):
             sl = slice(m * mb, (m + 1) * mb)
-            out = model(*[x[sl] for x in xs])
-            lm = compute_loss(loss, out, ys[sl])
+            with _precision(dtype):
+                out = model(*[x[sl] for x in xs])
+                lm = compute_loss(loss, out, ys[sl])
             (lm / microbatches).backward()
             # The step loss is summed in double, as pippy-run reports it
             # (in bfloat16 the sum itself would round).
@@ -244,6 +262,7 @@ def generate(name, model, example_inputs, data_inputs, targets, loss, out_dir,
         "target_shape": mlir_shape(targets[:mb]),
         "rows": rows,
         "torch_version": torch.__version__,
+        "dtype": dtype,
     }
     with open(base + ".ref.json", "w") as f:
         json.dump(ref, f, indent=1)
@@ -260,17 +279,25 @@ def _report(name, result):
 def main(name, build):
     """Entry point of a generator: build() -> (model, example_inputs,
     data_inputs, targets, loss[, kwargs]). `OUT_DIR --microbatches M`
-    calls build(microbatches=M) (generators whose build takes it)."""
+    calls build(microbatches=M) (generators whose build takes it);
+    `--dtype bf16` makes the reference numbers autocast's."""
+    usage = "usage: %s OUT_DIR [--microbatches M] [--dtype f32|bf16]" % sys.argv[0]
     args = sys.argv[1:]
-    kwargs = {}
-    if len(args) == 3 and args[1] == "--microbatches":
-        kwargs["microbatches"] = int(args[2])
-        args = args[:1]
+    kwargs, dtype = {}, "f32"
+    while len(args) >= 3 and args[-2] in ("--microbatches", "--dtype"):
+        if args[-2] == "--microbatches":
+            kwargs["microbatches"] = int(args[-1])
+        elif args[-1] in ("f32", "bf16"):
+            dtype = args[-1]
+        else:
+            sys.exit(usage)
+        args = args[:-2]
     if len(args) != 1:
-        sys.exit("usage: %s OUT_DIR [--microbatches M]" % sys.argv[0])
+        sys.exit(usage)
     sys.argv[1:] = args
     res = build(**kwargs)
-    kw = res[5] if len(res) > 5 else {}
+    kw = dict(res[5]) if len(res) > 5 else {}
+    kw["dtype"] = dtype
     _report(name, generate(name, *res[:5], out_dir=sys.argv[1], **kw))
 
 

@@ -31,6 +31,11 @@ enum class OptimizerKind { Sgd, AdamW };
 /// schedule comes with --schedule-file).
 using ScheduleKind = exe::ScheduleKind;
 enum class Backend { Gloo, Nccl };
+/// The precision forwards compute in: the model's own dtypes, or bfloat16
+/// mixed precision as PyTorch's autocast gives it (matrix products and
+/// convolutions in bf16; weights, gradients, optimizer state and the loss
+/// in f32). See docs/MixedPrecision.md.
+enum class Precision { F32, BF16 };
 
 /// The command-line spelling of each choice ("cross_entropy", "adamw",
 /// "1f1b", "nccl").
@@ -38,6 +43,7 @@ const char *name(LossKind kind);
 const char *name(OptimizerKind kind);
 const char *name(ScheduleKind kind);
 const char *name(Backend backend);
+const char *name(Precision precision);
 
 struct RunOptions {
   std::string programPath; ///< executables, or IR in the full build
@@ -80,6 +86,8 @@ struct RunOptions {
   bool autogradWeightGrads = false;
   std::string profilePath;
   Backend backend = Backend::Gloo;
+  Precision precision = Precision::F32; ///< --dtype
+  bool allowTf32 = false;
 
   // Where ranks run.
   /// Data-parallel replicas of the pipeline (Mesh.h): the world is dp x the

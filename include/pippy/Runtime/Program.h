@@ -111,6 +111,12 @@ public:
   /// weight that needs no gradient, the plain op runs.
   void fuseWeightGradients(const std::set<std::string> &weights);
 
+  /// Runs `aten::_convolution` (what tracing records for every
+  /// convolution) as the op it was traced from, `conv2d`,
+  /// `conv_transpose1d`, ...: autocast's policy names those, so under
+  /// mixed precision each convolution takes the dtype it takes in PyTorch.
+  void runConvolutionsAsTraced();
+
   /// Parameter names in first-use order, with their static types.
   const std::vector<std::pair<std::string, TensorSpec>> &parameters() const {
     return paramSpecs;
@@ -126,6 +132,7 @@ private:
     Unpack,
     FusedLinear, // aten::linear, gradients accumulated in place
     Assign,      // inputs: a buffer and its new value, copied into it
+    Convolution, // aten::_convolution run as conv2d, ... (mixed precision)
   };
   struct Instruction {
     Kind kind;
