@@ -8,6 +8,7 @@
 
 #include "Rank.h"
 
+#include "Device.h"
 #include "MixedPrecision.h"
 #include "TensorFile.h"
 #include "Training.h"
@@ -33,9 +34,10 @@ void RankRunner::postReceives(StageRun &run, bool training) {
         const TensorSpec &spec = edge.specs[e];
         bool carried = carriesDtype(options.precision, spec);
         at::Tensor buffer =
-            carried
-                ? wireBuffer(spec)
-                : at::empty(spec.sizes, at::TensorOptions().dtype(spec.dtype));
+            carried ? wireBuffer(spec, device)
+                    : at::empty(
+                          spec.sizes,
+                          at::TensorOptions().dtype(spec.dtype).device(device));
         mb.received[edge.entries[e].second] = buffer;
         if (carried)
           mb.wireSpecs[edge.entries[e].second] = &spec;
@@ -57,8 +59,8 @@ void RankRunner::postReceives(StageRun &run, bool training) {
           buffers.push_back(at::Tensor()); // none, or handed over
           continue;
         }
-        at::Tensor buffer =
-            at::empty(spec.sizes, at::TensorOptions().dtype(spec.dtype));
+        at::Tensor buffer = at::empty(
+            spec.sizes, at::TensorOptions().dtype(spec.dtype).device(device));
         buffers.push_back(buffer);
         mb.recvB.push_back(comm->recv(
             buffer, edge.peerRank,
@@ -96,7 +98,10 @@ void RankRunner::forward(StageRun &run, int m, int64_t begin, bool training) {
       std::any_of(stage.stageInputs.begin(), stage.stageInputs.end(),
                   [](const StageInputSource &s) { return s.stage < 0; });
   if (needsData)
-    dataArgs = data->arguments(begin, rows, options.loss == LossKind::None);
+    for (c10::IValue &arg :
+         data->arguments(begin, rows, options.loss == LossKind::None))
+      dataArgs.push_back(arg.isTensor() ? onDevice(arg.toTensor(), device)
+                                        : arg);
   std::vector<c10::IValue> inputs;
   for (size_t i = 0; i < stage.stageInputs.size(); ++i) {
     if (stage.stageInputs[i].stage < 0) {
@@ -113,9 +118,9 @@ void RankRunner::forward(StageRun &run, int m, int64_t begin, bool training) {
     inputs.emplace_back(asActivation(options.precision, t));
   }
   mb.captured.clear();
-  RandomKey random{options.seed, currentStep, globalMicrobatch(m)};
+  RandomKey random{options.seed, currentStep, globalMicrobatch(m), device};
   try {
-    AutocastScope autocast(options.precision);
+    AutocastScope autocast(options.precision, device.type());
     mb.outputs = run.program->run(
         inputs, params, training && !deferred.empty() ? &captureSlots : nullptr,
         &mb.captured,
@@ -141,7 +146,7 @@ void RankRunner::forward(StageRun &run, int m, int64_t begin, bool training) {
   if (training && stage.holdsOutput) {
     at::Tensor target = options.loss == LossKind::None
                             ? at::Tensor()
-                            : data->target(begin, rows);
+                            : onDevice(data->target(begin, rows), device);
     try {
       mb.loss =
           computeLoss(options.loss, mb.outputs.at(plan.outputIndices.at(0)),

@@ -2,6 +2,8 @@
 
 #include "Rank.h"
 
+#include "Device.h"
+
 #include <ATen/ATen.h>
 
 #include <cstdio>
@@ -43,7 +45,9 @@ void RankRunner::checkRanksAgree() {
       {"the pipeline (the hash of its executables)",
        std::to_string(plan.pipelineHash)},
       {"--infer", options.infer ? "on" : "off"},
-      {"--backend", name(options.backend)},
+      {"--backend and --device",
+       std::string(name(backendFor(options, device))) + " " +
+           (device.is_cuda() ? "cuda" : "cpu")},
       {"--dtype and --allow-tf32", std::string(name(options.precision)) +
                                        (options.allowTf32 ? " on" : " off")},
       {"--steps", std::to_string(options.steps)},

@@ -336,8 +336,10 @@ void RankRunner::chooseDeferredLinears() {
 /// (Program::fuseWeightGradients); where I and W split the backward, I
 /// queues them for W.
 void RankRunner::fuseWeightGradients() {
-  // Under mixed precision autograd's own linear (autocast's casts) runs.
-  if (options.autogradWeightGrads || options.precision != Precision::F32)
+  // Under mixed precision autograd's own linear (autocast's casts) runs;
+  // on a GPU too (the in-place sums are probed against the CPU's BLAS).
+  if (options.autogradWeightGrads || options.precision != Precision::F32 ||
+      !device.is_cpu())
     return;
   for (StageRun &run : stages) {
     std::set<std::string> weights;

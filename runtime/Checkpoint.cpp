@@ -31,12 +31,12 @@
 
 #include "CheckpointManifest.h"
 #include "TensorFile.h"
+#include "TorchCompat.h"
 #include "Training.h"
 
 #include "pippy/Support/AtomicFile.h"
 
 #include <ATen/ATen.h>
-#include <c10/util/string_utils.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -53,9 +53,7 @@ const std::string kExpAvgSq = "exp_avg_sq:";
 const std::string kAdamWStep = "adamw_step:";
 const std::string kStepFolder = "step-";
 
-std::string stateKey(const at::Tensor &p) {
-  return c10::guts::to_string(p.unsafeGetTensorImpl());
-}
+auto stateKey(const at::Tensor &p) { return compat::optimizerStateKey(p); }
 
 /// Optimizer state of `params` (momentum buffers, AdamW moments and step
 /// counts) as named tensors and metadata.
@@ -97,7 +95,7 @@ void loadOptimizerState(
       if (!buffer.defined())
         continue;
       auto s = std::make_unique<::torch::optim::SGDParamState>();
-      s->momentum_buffer(buffer);
+      s->momentum_buffer(buffer.to(p.device()));
       state[stateKey(p)] = std::move(s);
     } else {
       at::Tensor avg = get(kExpAvg + name), sq = get(kExpAvgSq + name);
@@ -105,8 +103,8 @@ void loadOptimizerState(
       if (!avg.defined() || !sq.defined() || step == file.metadata.end())
         continue;
       auto s = std::make_unique<::torch::optim::AdamWParamState>();
-      s->exp_avg(avg);
-      s->exp_avg_sq(sq);
+      s->exp_avg(avg.to(p.device()));
+      s->exp_avg_sq(sq.to(p.device()));
       s->step(std::stoll(step->second));
       state[stateKey(p)] = std::move(s);
     }

@@ -60,10 +60,23 @@ at::Tensor glooBytes(const at::Tensor &tensor) {
   }
 }
 
+/// `tensor` where Gloo can read and write it: Gloo moves host memory, so a
+/// tensor on a GPU (--device cuda with --backend gloo) goes through a copy
+/// in host memory, which the handle copies back once the operation is done.
+at::Tensor onHost(const at::Tensor &tensor) {
+  return !tensor.defined() || tensor.is_cpu() ? tensor : tensor.to(at::kCPU);
+}
+
+/// Where a staged operation's result goes back to: `tensor` itself when
+/// Gloo worked on another tensor, else nothing.
+at::Tensor copyBackTo(const at::Tensor &tensor, const at::Tensor &staged) {
+  return staged.is_same(tensor) ? at::Tensor() : tensor;
+}
+
 class GlooHandle : public CommHandle {
 public:
   /// `result`, when given, receives `tensor` once the operation is done
-  /// (a bfloat16 sum computed in float32).
+  /// (a bfloat16 sum computed in float32; a tensor staged in host memory).
   GlooHandle(c10::intrusive_ptr<c10d::Work> work, at::Tensor tensor,
              std::string what, int peer, const Rendezvous &rdzv,
              at::Tensor result = at::Tensor())
@@ -151,38 +164,38 @@ public:
 
   CommHandlePtr send(const at::Tensor &tensor, int dst, int tag,
                      const std::string &what) override {
-    std::vector<at::Tensor> tensors{tensor};
-    return wrap([&] { return group->send(tensors, dst, tag); }, tensor, what,
-                dst);
+    std::vector<at::Tensor> tensors{onHost(tensor)};
+    return wrap([&] { return group->send(tensors, dst, tag); }, tensors[0],
+                what, dst);
   }
   CommHandlePtr recv(const at::Tensor &tensor, int src, int tag,
                      const std::string &what) override {
-    std::vector<at::Tensor> tensors{tensor};
-    return wrap([&] { return group->recv(tensors, src, tag); }, tensor, what,
-                src);
+    std::vector<at::Tensor> tensors{
+        tensor.is_cpu()
+            ? tensor
+            : at::empty(tensor.sizes(), tensor.options().device(at::kCPU))};
+    return wrap([&] { return group->recv(tensors, src, tag); }, tensors[0],
+                what, src, copyBackTo(tensor, tensors[0]));
   }
   CommHandlePtr allReduceSum(const at::Tensor &tensor,
                              const std::string &what) override {
-    if (tensor.scalar_type() == at::kBFloat16) {
-      // Gloo cannot add bfloat16: the sum is taken in float32 and rounded
-      // once (for two addends, bfloat16's own correctly rounded sum).
-      std::vector<at::Tensor> tensors{tensor.to(at::kFloat)};
-      int other = onlyPeer();
-      return std::make_shared<GlooHandle>(
-          start([&] { return group->allreduce(tensors); }, what, other),
-          tensors[0], what, other >= 0 ? globalRank(other) : -1, rdzv, tensor);
-    }
-    std::vector<at::Tensor> tensors{glooBytes(tensor)};
-    return wrap([&] { return group->allreduce(tensors); }, tensors[0], what,
-                onlyPeer());
+    // Gloo cannot add bfloat16: the sum is taken in float32 and rounded
+    // once (for two addends, bfloat16's own correctly rounded sum).
+    at::Tensor host = tensor.scalar_type() == at::kBFloat16
+                          ? tensor.to(at::kCPU, at::kFloat)
+                          : onHost(tensor);
+    std::vector<at::Tensor> tensors{glooBytes(host)};
+    return wrap([&] { return group->allreduce(tensors); }, host, what,
+                onlyPeer(), copyBackTo(tensor, host));
   }
   CommHandlePtr broadcast(const at::Tensor &tensor, int root,
                           const std::string &what) override {
-    std::vector<at::Tensor> tensors{glooBytes(tensor)};
+    at::Tensor host = onHost(tensor);
+    std::vector<at::Tensor> tensors{glooBytes(host)};
     c10d::BroadcastOptions options;
     options.rootRank = root;
-    return wrap([&] { return group->broadcast(tensors, options); }, tensors[0],
-                what, onlyPeer());
+    return wrap([&] { return group->broadcast(tensors, options); }, host, what,
+                onlyPeer(), copyBackTo(tensor, host));
   }
   void barrier(const std::string &what) override {
     wrap([&] { return group->barrier(); }, at::Tensor(), what, onlyPeer())
@@ -228,11 +241,14 @@ private:
     }
   }
 
+  /// `tensor`: what Gloo works on, kept alive until the handle is waited;
+  /// `result`: where it is copied then (or nothing).
   CommHandlePtr wrap(const Start &begin, const at::Tensor &tensor,
-                     const std::string &what, int peer) {
+                     const std::string &what, int peer,
+                     const at::Tensor &result = at::Tensor()) {
     return std::make_shared<GlooHandle>(start(begin, what, peer), tensor, what,
-                                        peer >= 0 ? globalRank(peer) : -1,
-                                        rdzv);
+                                        peer >= 0 ? globalRank(peer) : -1, rdzv,
+                                        result);
   }
 
   c10::intrusive_ptr<c10d::Store> store;

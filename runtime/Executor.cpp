@@ -30,6 +30,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "Rank.h"
+
+#include "Device.h"
 #include "TorchCompat.h"
 
 #include "TensorFile.h"
@@ -71,6 +73,7 @@ RankRunner::RankRunner(const RunOptions &options, const Rendezvous &rdzv,
       replica(mesh.of(rdzv.rank).replica),
       rank(mesh.of(rdzv.rank).pipelineRank),
       tensorRank(mesh.of(rdzv.rank).tensorRank),
+      device(rankDevice(options.device, rdzv.localRank)),
       prefixOwnLines(!std::getenv("PIPPY_LAUNCHED")) {}
 
 StageRun &RankRunner::stageRun(int stage) {
@@ -82,6 +85,7 @@ StageRun &RankRunner::stageRun(int stage) {
 
 void RankRunner::run() {
   setThreads(options.threads);
+  useDevice(device);
   compat::setAllowTf32(options.allowTf32);
   if (!options.metricsPath.empty())
     installMemoryMeter();
@@ -121,7 +125,8 @@ void RankRunner::loadPrograms() {
     run.program = std::make_unique<Program>(
         Program::load(*held.program, "stage " + std::to_string(held.stage),
                       options.infer ? Program::Semantics::Evaluation
-                                    : Program::Semantics::Training));
+                                    : Program::Semantics::Training,
+                      device));
     if (options.precision != Precision::F32)
       run.program->runConvolutionsAsTraced();
     run.opNanoseconds.assign(run.program->countedOps().size(), 0);
@@ -151,8 +156,10 @@ void RankRunner::loadWeights() {
   weightOrder = file.order;
   std::set<std::string> untrained = untrainedNames(file.metadata);
   for (const auto &[name, spec] : used) {
-    at::Tensor tensor = plan.sliceOf(
-        name, checkedParameter(file, weightsPath, name, spec), tensorRank);
+    at::Tensor tensor =
+        plan.sliceOf(name, checkedParameter(file, weightsPath, name, spec),
+                     tensorRank)
+            .to(device);
     bool trains = isTrainable(tensor, name, untrained) && !options.infer;
     params[name] = trains ? tensor.requires_grad_(true) : tensor;
     if (trains)
@@ -164,8 +171,9 @@ void RankRunner::loadWeights() {
 
 void RankRunner::connect() {
   rdzv.pipelineHash = plan.pipelineHash;
-  worldComm = rdzv.worldSize == 1 ? createLocalCommunicator()
-                                  : createCommunicator(options.backend, rdzv);
+  worldComm = rdzv.worldSize == 1
+                  ? createLocalCommunicator()
+                  : createCommunicator(backendFor(options, device), rdzv);
   checkRanksAgree();
   connectReplicas();
   std::vector<int> peers;

@@ -2,6 +2,8 @@
 
 #include "pippy/Runtime/MemoryMeter.h"
 
+#include "TorchCompat.h"
+
 #include <c10/core/Allocator.h>
 
 #include <atomic>
@@ -31,10 +33,10 @@ void release(void *data) {
   innerDelete(data);
 }
 
-class CountingAllocator : public c10::Allocator {
+class CountingAllocator : public pippy::rt::compat::ForwardingAllocator {
 public:
   explicit CountingAllocator(c10::Allocator *inner) : inner(inner) {}
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr allocateBlock(size_t n) const override {
     c10::DataPtr block = inner->allocate(n);
     void *data = block.get();
     c10::Device device = block.device();

@@ -45,12 +45,13 @@ static int64_t elements(const TensorSpec &spec) {
   return n;
 }
 
-at::Tensor wireBuffer(const TensorSpec &spec) {
-  return at::empty({elements(spec) + 1}, at::TensorOptions().dtype(spec.dtype));
+at::Tensor wireBuffer(const TensorSpec &spec, const at::Device &device) {
+  return at::empty({elements(spec) + 1},
+                   at::TensorOptions().dtype(spec.dtype).device(device));
 }
 
 at::Tensor toWire(const at::Tensor &t, const TensorSpec &spec) {
-  at::Tensor wire = wireBuffer(spec);
+  at::Tensor wire = wireBuffer(spec, t.device());
   int64_t n = elements(spec);
   wire.narrow(0, 0, n).copy_(t.reshape({n}));
   wire[n].fill_(static_cast<double>(t.scalar_type()));

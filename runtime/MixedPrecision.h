@@ -54,8 +54,8 @@ c10::ScalarType lowerDtype(Precision precision);
 bool carriesDtype(Precision precision, const TensorSpec &spec);
 
 /// What a transfer that carries its dtype receives into: the declared
-/// dtype, one element more than `spec` holds.
-at::Tensor wireBuffer(const TensorSpec &spec);
+/// dtype, one element more than `spec` holds, on `device`.
+at::Tensor wireBuffer(const TensorSpec &spec, const at::Device &device);
 
 /// `t` (of `spec`'s shape, any floating dtype) as such a transfer sends it.
 at::Tensor toWire(const at::Tensor &t, const TensorSpec &spec);

@@ -88,11 +88,25 @@ public:
       cudaFree(pointer);
   }
 
-  /// Host to device, before the operation reads it.
-  void copyIn(cudaStream_t stream) {
-    if (staged)
+  /// Readies the operation on `stream`: a host tensor is copied in; a
+  /// device tensor's operation waits for what libtorch queued before it
+  /// (the kernels that wrote it, or last used its memory). libtorch queues
+  /// on the legacy default stream, which pippy never changes; `stream` is
+  /// a non-blocking one, so the order is an event, not a host wait.
+  void ready(cudaStream_t stream, const std::string &what) {
+    if (staged) {
       cudaMemcpyAsync(pointer, tensor.data_ptr(), tensor.nbytes(),
                       cudaMemcpyHostToDevice, stream);
+      return;
+    }
+    cudaEvent_t queued;
+    if (cudaEventCreateWithFlags(&queued, cudaEventDisableTiming) !=
+            cudaSuccess ||
+        cudaEventRecord(queued, cudaStreamLegacy) != cudaSuccess ||
+        cudaStreamWaitEvent(stream, queued, 0) != cudaSuccess)
+      throw CommError(what + ": cannot order the transfer after the "
+                             "computation that made its tensor");
+    cudaEventDestroy(queued); // released once the wait is done
   }
   /// Device to host, once the operation is done.
   void copyOut() {
@@ -218,7 +232,7 @@ public:
                      const std::string &what) override {
     nccl::Communicator &pair = direction(rank(), dst);
     auto view = std::make_unique<DeviceView>(tensor, what);
-    view->copyIn(pair.stream());
+    view->ready(pair.stream(), what);
     return issue(what, std::move(view), /*copyOut=*/false, [&](DeviceView &v) {
       return pair.send(v.pointer, v.count, v.type, 1, what);
     });
@@ -227,6 +241,8 @@ public:
                      const std::string &what) override {
     nccl::Communicator &pair = direction(src, rank());
     auto view = std::make_unique<DeviceView>(tensor, what);
+    if (!view->staged) // its memory may still be in use by earlier kernels
+      view->ready(pair.stream(), what);
     return issue(what, std::move(view), /*copyOut=*/true, [&](DeviceView &v) {
       return pair.recv(v.pointer, v.count, v.type, 0, what);
     });
@@ -234,7 +250,7 @@ public:
   CommHandlePtr allReduceSum(const at::Tensor &tensor,
                              const std::string &what) override {
     auto view = std::make_unique<DeviceView>(tensor, what);
-    view->copyIn(comm->stream());
+    view->ready(comm->stream(), what);
     return issue(what, std::move(view), /*copyOut=*/true, [&](DeviceView &v) {
       return comm->allReduceSum(v.pointer, v.pointer, v.count, v.type, what);
     });
@@ -242,7 +258,7 @@ public:
   CommHandlePtr broadcast(const at::Tensor &tensor, int root,
                           const std::string &what) override {
     auto view = std::make_unique<DeviceView>(tensor, what);
-    view->copyIn(comm->stream());
+    view->ready(comm->stream(), what);
     return issue(what, std::move(view), /*copyOut=*/true, [&](DeviceView &v) {
       return comm->broadcast(v.pointer, v.pointer, v.count, v.type, root, what);
     });

@@ -39,6 +39,10 @@ const char *name(Backend backend) {
   return backend == Backend::Gloo ? "gloo" : "nccl";
 }
 
+const char *name(DeviceKind device) {
+  return device == DeviceKind::Cpu ? "cpu" : "cuda";
+}
+
 const char *name(Precision precision) {
   return precision == Precision::F32 ? "f32" : "bf16";
 }
@@ -80,7 +84,7 @@ std::string parseDouble(const std::string &option, const std::string &text,
 
 template <typename Enum>
 std::string parseChoice(const std::string &option, const std::string &text,
-                        std::initializer_list<Enum> choices, Enum &out) {
+                        const std::vector<Enum> &choices, Enum &out) {
   std::string expected;
   size_t i = 0;
   for (Enum choice : choices) {
@@ -101,6 +105,22 @@ Setter text(std::string RunOptions::*field) {
   return [field](RunOptions &o, const std::string &v) {
     o.*field = v;
     return std::string();
+  };
+}
+
+/// A choice whose absence means "the default for the run" (executables',
+/// the device's).
+template <typename Enum>
+Setter optionalChoice(const char *option,
+                      std::optional<Enum> RunOptions::*field,
+                      std::initializer_list<Enum> choices) {
+  std::vector<Enum> all(choices);
+  return [=](RunOptions &o, const std::string &v) {
+    Enum value{};
+    std::string error = parseChoice(option, v, all, value);
+    if (error.empty())
+      o.*field = value;
+    return error;
   };
 }
 
@@ -181,11 +201,17 @@ const std::vector<Option> &options() {
        "reach this job's rendezvous are refused (default: "
        "TORCHELASTIC_RUN_ID, or none)",
        text(&RunOptions::runId)},
-      {"backend", "gloo|nccl", "the communicator engine (default gloo)",
-       [](RunOptions &o, const std::string &v) {
-         return parseChoice("backend", v, {Backend::Gloo, Backend::Nccl},
-                            o.backend);
-       }},
+      {"backend", "gloo|nccl",
+       "the communicator engine (default: nccl with --device cuda, else "
+       "gloo; gloo moves GPU tensors through host memory)",
+       optionalChoice("backend", &RunOptions::backend,
+                      {Backend::Gloo, Backend::Nccl})},
+      {"device", "cpu|cuda",
+       "where each rank computes: cuda takes GPU LOCAL_RANK modulo the GPUs "
+       "it sees (CUDA_VISIBLE_DEVICES); default cuda where libtorch has CUDA "
+       "and a GPU is visible, else cpu",
+       optionalChoice("device", &RunOptions::device,
+                      {DeviceKind::Cpu, DeviceKind::Cuda})},
       {"dtype", "f32|bf16",
        "the forwards' precision: f32 (default) runs the model in its own "
        "dtypes; bf16 is mixed precision as torch.autocast gives it (matrix "
@@ -199,18 +225,11 @@ const std::vector<Option> &options() {
        "the pipeline schedule: gpipe, 1f1b (default) or zb-h1 with one "
        "stage per rank; interleaved-1f1b, looped-bfs or zb1p with stage s on "
        "rank s mod ranks; zbv or dualpipev with two stages per rank",
-       [](RunOptions &o, const std::string &v) {
-         ScheduleKind kind;
-         std::string error = parseChoice(
-             "schedule", v,
-             {ScheduleKind::GPipe, ScheduleKind::OneFOneB,
-              ScheduleKind::Interleaved1F1B, ScheduleKind::LoopedBFS,
-              ScheduleKind::ZBH1, ScheduleKind::ZB1P, ScheduleKind::ZBV,
-              ScheduleKind::DualPipeV},
-             kind);
-         o.schedule = kind;
-         return error;
-       }},
+       optionalChoice("schedule", &RunOptions::schedule,
+                      {ScheduleKind::GPipe, ScheduleKind::OneFOneB,
+                       ScheduleKind::Interleaved1F1B, ScheduleKind::LoopedBFS,
+                       ScheduleKind::ZBH1, ScheduleKind::ZB1P,
+                       ScheduleKind::ZBV, ScheduleKind::DualPipeV})},
       {"schedule-file", "FILE",
        "read the schedule's action lists from a file: a `.csv` file in "
        "torch.distributed.pipelining's form (a row per rank, an action per "

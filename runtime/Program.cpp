@@ -33,7 +33,9 @@ void seedRandomOp(const RandomKey &key, int stream) {
   uint64_t seed = mix(
       mix(mix(mix(key.seed) ^ uint64_t(key.step)) ^ uint64_t(key.microbatch)) ^
       uint64_t(stream));
-  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  at::Generator generator =
+      key.device.is_cpu() ? at::detail::getDefaultCPUGenerator()
+                          : at::globalContext().defaultGenerator(key.device);
   std::lock_guard<std::mutex> lock(generator.mutex());
   generator.set_current_seed(seed);
 }

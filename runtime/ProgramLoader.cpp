@@ -51,8 +51,8 @@ std::string specText(const TensorSpec &spec) {
 class ProgramLoader {
 public:
   ProgramLoader(const exe::Program &source, const std::string &stage,
-                Program::Semantics semantics)
-      : source(source), stage(stage), semantics(semantics) {}
+                Program::Semantics semantics, at::Device device)
+      : source(source), stage(stage), semantics(semantics), device(device) {}
 
   Program load() {
     program.numSlots = source.num_slots();
@@ -114,7 +114,11 @@ private:
       return c.str_value()->str();
     case exe::ValueKind::Device:
       try {
-        return c10::Device(c.str_value()->str());
+        // A trace records the device it ran on (`torch.zeros(...,
+        // device=x.device)` becomes `cpu`): the program makes its tensors
+        // where the rank computes.
+        c10::Device named(c.str_value()->str());
+        return named.is_cpu() ? device : named;
       } catch (const c10::Error &) {
         throw RuntimeError(stage + ": '" + c.str_value()->str() +
                            "' is not a device");
@@ -125,8 +129,10 @@ private:
           at::empty(spec.sizes, at::TensorOptions().dtype(spec.dtype));
       if (c.data()->size())
         std::memcpy(t.data_ptr(), c.data()->data(), c.data()->size());
-      if (c.wrapped_number())
+      if (c.wrapped_number()) // a scalar: stays on the host, as PyTorch's
         t.unsafeGetTensorImpl()->set_wrapped_number(true);
+      else
+        t = t.to(device);
       return t;
     }
     case exe::ValueKind::List: {
@@ -396,13 +402,14 @@ private:
   const exe::Program &source;
   std::string stage;
   Program::Semantics semantics;
+  at::Device device; ///< where the program runs: its constants live there
   Program program;
   std::vector<Resolved> resolved; ///< per operator of `source`
 };
 
 Program Program::load(const exe::Program &program, const std::string &stage,
-                      Semantics semantics) {
-  return ProgramLoader(program, stage, semantics).load();
+                      Semantics semantics, at::Device device) {
+  return ProgramLoader(program, stage, semantics, device).load();
 }
 
 Program Program::loadFirstStage(const std::string &bytes, Semantics semantics) {

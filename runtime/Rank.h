@@ -176,6 +176,7 @@ private:
   int replica;    ///< this rank's (Mesh.h)
   int rank;       ///< its pipeline rank: the executable's
   int tensorRank; ///< which slices of sharded parameters it holds
+  at::Device device; ///< where it computes (Device.h)
 
   bool prefixOwnLines;
   std::vector<StageRun> stages; ///< as plan.stages

@@ -20,6 +20,8 @@
 
 #include "pippy/Runtime/Comm.h"
 
+#include "TorchCompat.h"
+
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -141,11 +143,7 @@ bool isLoopback(const std::string &address) {
 void quietStoreLogs() {
   if (std::getenv("GLOG_minloglevel"))
     return;
-#ifdef C10_USE_GLOG
-  FLAGS_minloglevel = 3;
-#else
-  FLAGS_caffe2_log_level = 3;
-#endif
+  rt::compat::setC10LogLevel(3);
 }
 
 } // namespace

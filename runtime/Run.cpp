@@ -10,6 +10,8 @@
 
 #include "pippy/Runtime/Run.h"
 
+#include "Device.h"
+
 #include "RunFolder.h"
 #include "StagePlan.h"
 
@@ -275,6 +277,8 @@ int run(int argc, char **argv, Compiler *compiler) {
   if (options.dataPath.empty())
     throw RuntimeError("--data FILE is required");
   checkOutputs(options);
+  // --device cuda without CUDA or a GPU stops here, before ranks start.
+  (void)rt::rankDevice(options.device, 0);
   // Rank 0's executable, read once: the options are checked against it, and
   // rank 0 runs it when this process is rank 0.
   std::optional<rt::LoadedExecutable> first;

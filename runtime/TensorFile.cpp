@@ -47,7 +47,8 @@ void writeTensors(
     const std::map<std::string, std::string> &metadata) {
   st::Writer writer;
   for (const auto &[name, value] : tensors) {
-    at::Tensor t = value.detach().contiguous();
+    // Files are written from host memory (a GPU's tensors are copied).
+    at::Tensor t = value.detach().to(at::kCPU).contiguous();
     std::optional<st::DType> dtype = toStorageDType(t.scalar_type());
     if (!dtype)
       throw RuntimeError(std::string("cannot store dtype ") +

@@ -140,7 +140,7 @@ TEST(RunOptions, ParsesChoicesOnceIntoEnums) {
   EXPECT_EQ(options->loss, pippy::LossKind::Mse);
   EXPECT_EQ(options->optimizer, pippy::OptimizerKind::AdamW);
   EXPECT_EQ(*options->microbatches, 4);
-  EXPECT_EQ(options->backend, pippy::Backend::Nccl);
+  EXPECT_EQ(*options->backend, pippy::Backend::Nccl);
   EXPECT_TRUE(*options->deferWeightGrads);
   EXPECT_EQ(options->precision, pippy::Precision::BF16);
   EXPECT_TRUE(options->allowTf32);

@@ -59,7 +59,7 @@ TEST(MixedPrecision, TransfersCarryTheProducersDtype) {
   EXPECT_TRUE(carriesDtype(Precision::BF16, spec));
   EXPECT_FALSE(carriesDtype(Precision::F32, spec));
   EXPECT_FALSE(carriesDtype(Precision::BF16, TensorSpec{{2}, at::kLong}));
-  EXPECT_EQ(wireBuffer(spec).numel(), 7);
+  EXPECT_EQ(wireBuffer(spec, at::kCPU).numel(), 7);
 
   at::Tensor narrow = at::randn({2, 3}).to(at::kBFloat16);
   at::Tensor wire = toWire(narrow, spec);

@@ -31,6 +31,8 @@ enum class OptimizerKind { Sgd, AdamW };
 /// schedule comes with --schedule-file).
 using ScheduleKind = exe::ScheduleKind;
 enum class Backend { Gloo, Nccl };
+/// Where a rank computes (Device.h): the CPU, or one GPU per rank.
+enum class DeviceKind { Cpu, Cuda };
 /// The precision forwards compute in: the model's own dtypes, or bfloat16
 /// mixed precision as PyTorch's autocast gives it (matrix products and
 /// convolutions in bf16; weights, gradients, optimizer state and the loss
@@ -44,6 +46,7 @@ const char *name(OptimizerKind kind);
 const char *name(ScheduleKind kind);
 const char *name(Backend backend);
 const char *name(Precision precision);
+const char *name(DeviceKind device);
 
 struct RunOptions {
   std::string programPath; ///< executables, or IR in the full build
@@ -85,7 +88,10 @@ struct RunOptions {
   /// in place (Program::fuseWeightGradients).
   bool autogradWeightGrads = false;
   std::string profilePath;
-  Backend backend = Backend::Gloo;
+  /// Unset: nccl on a GPU, else gloo.
+  std::optional<Backend> backend;
+  /// Unset: cuda where the libtorch has CUDA and a GPU is visible.
+  std::optional<DeviceKind> device;
   Precision precision = Precision::F32; ///< --dtype
   bool allowTf32 = false;
 

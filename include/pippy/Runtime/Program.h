@@ -51,6 +51,9 @@ struct RandomKey {
   uint64_t seed = 0;
   int64_t step = 0;
   int64_t microbatch = 0;
+  /// Whose generator draws: the CPU's, or the rank's GPU's (its numbers
+  /// differ from the CPU's for the same seed, as PyTorch's do).
+  c10::Device device = c10::kCPU;
 };
 
 class Program {
@@ -66,8 +69,11 @@ public:
   /// Loads a verified program (pippy::exe::verify). An operator the
   /// running libtorch lacks, or arguments that do not bind to its schema,
   /// are errors naming `stage` ("stage 1"), the op and its location.
+  /// `device`: where the rank computes; the program's tensor constants
+  /// go there, and its device constants name it where they name the CPU.
   static Program load(const exe::Program &program, const std::string &stage,
-                      Semantics semantics = Semantics::Training);
+                      Semantics semantics = Semantics::Training,
+                      at::Device device = at::kCPU);
   /// The program of the first stage of an executable's bytes, verified
   /// first (tests and benches).
   static Program loadFirstStage(const std::string &bytes,
