@@ -6,7 +6,7 @@ CMAKE_FLAGS ?=
 
 export LLVM_EXTERNAL_LIT := /usr/lib/llvm-22/bin/lit
 
-.PHONY: all deps configure build test check-runtime-only demo docs format clean
+.PHONY: all deps configure build test check-runtime-only check-gpu-script demo docs format clean
 
 all: build
 
@@ -27,6 +27,14 @@ build: deps configure
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	@bash scripts/check-runtime-only.sh $(BUILD) $(BUILD)-runtime-only
+	@$(MAKE) --no-print-directory check-gpu-script
+
+# runtime/gpu-check.sh, the check a GPU host runs, run here on the CPU: its
+# bundle made by this build, its runtime-only build against this libtorch.
+check-gpu-script: build
+	@bash scripts/gpu-bundle.sh $(BUILD) $(BUILD)-gpu-bundle
+	@OUT=$(BUILD)-gpu-check bash runtime/gpu-check.sh --device cpu \
+	  --bundle $(BUILD)-gpu-bundle --build $(BUILD)-gpu-cpu
 
 # A second build with -DPIPPY_RUNTIME_ONLY=ON: no LLVM or MLIR in any of
 # its commands, and it trains executables the full build lowered.
@@ -43,4 +51,5 @@ format:
 	git ls-files '*.cpp' '*.h' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-runtime-only
+	rm -rf $(BUILD) $(BUILD)-runtime-only $(BUILD)-gpu-bundle $(BUILD)-gpu-cpu \
+	  $(BUILD)-gpu-check

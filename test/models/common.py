@@ -120,12 +120,13 @@ def aliases(model):
 
 
 def state(model):
-    """Parameters then buffers, first names only, detached copies."""
+    """Parameters then buffers, first names only, detached copies (on the
+    host)."""
     d = {}
     for n, p in model.named_parameters():
-        d[n] = p.detach().clone()
+        d[n] = p.detach().cpu().clone()
     for n, b in model.named_buffers():
-        d[n] = b.detach().clone()
+        d[n] = b.detach().cpu().clone()
     return d
 
 
@@ -135,13 +136,50 @@ def _check_dtypes(tensors, what):
             raise TypeError("%s: tensors of dtype %s have no pippy dtype" % (what, t.dtype))
 
 
-def _precision(dtype):
+def _precision(dtype, device="cpu"):
     """The context a forward runs in: nothing for f32; for bf16 PyTorch's
     autocast, as pippy-run --dtype bf16 runs its forwards."""
     if dtype == "f32":
         return contextlib.nullcontext()
     assert dtype == "bf16", dtype
-    return torch.autocast("cpu", dtype=torch.bfloat16)
+    return torch.autocast(torch.device(device).type, dtype=torch.bfloat16)
+
+
+def train(model, rows_of, loss, lr, microbatches, steps, mb, dtype="f32",
+          device="cpu"):
+    """The reference training: SGD, step loss = mean over micro-batches of
+    the mean loss, each micro-batch's forward (and loss) under `dtype`'s
+    precision. `rows_of(start, n)` gives host rows, moved to `device`.
+    Returns the step losses and the step-1 gradients (on the host, with
+    the names of parameters that got none)."""
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    losses, grads, unused = [], {}, []
+    for k in range(steps):
+        opt.zero_grad()
+        total = 0.0
+        xs, ys = rows_of(k * microbatches * mb, microbatches * mb)
+        xs, ys = tuple(x.to(device) for x in xs), ys.to(device)
+        for m in range(microbatches):
+            sl = slice(m * mb, (m + 1) * mb)
+            with _precision(dtype, device):
+                out = model(*[x[sl] for x in xs])
+                lm = compute_loss(loss, out, ys[sl])
+            (lm / microbatches).backward()
+            # The step loss is summed in double, as pippy-run reports it
+            # (in bfloat16 the sum itself would round).
+            total = total + float(lm) / microbatches
+        losses.append(total)
+        if k == 0:
+            for n, p in model.named_parameters():
+                if p.grad is None:
+                    unused.append(n)
+                    grads[n] = torch.zeros_like(p).cpu()
+                else:
+                    # Embedding(sparse=True) has a sparse gradient: saved
+                    # dense, as pippy-run trains it.
+                    grads[n] = p.grad.detach().to_dense().cpu().clone()
+        opt.step()
+    return losses, grads, unused
 
 
 def generate(name, model, example_inputs, data_inputs, targets, loss, out_dir,
@@ -215,37 +253,11 @@ def generate(name, model, example_inputs, data_inputs, targets, loss, out_dir,
     outs = _as_tuple(out0)
     st.save(base + ".ref.safetensors", _named("output", outs))
 
-    # 5. training: SGD, step loss = mean over micro-batches of the mean loss
-    opt = torch.optim.SGD(model.parameters(), lr=lr)
-    losses = []
-    unused = []
-    for k in range(steps):
-        opt.zero_grad()
-        total = 0.0
-        xs, ys = rows_of(k * microbatches * mb, microbatches * mb)
-        for m in range(microbatches):
-            sl = slice(m * mb, (m + 1) * mb)
-            with _precision(dtype):
-                out = model(*[x[sl] for x in xs])
-                lm = compute_loss(loss, out, ys[sl])
-            (lm / microbatches).backward()
-            # The step loss is summed in double, as pippy-run reports it
-            # (in bfloat16 the sum itself would round).
-            total = total + float(lm) / microbatches
-        losses.append(total)
-        if k == 0:
-            grads = {}
-            for n, p in model.named_parameters():
-                if p.grad is None:
-                    unused.append(n)
-                    grads[n] = torch.zeros_like(p)
-                else:
-                    # Embedding(sparse=True) has a sparse gradient: saved
-                    # dense, as pippy-run trains it.
-                    grads[n] = p.grad.detach().to_dense().clone()
-            st.save(base + ".grads.safetensors", grads,
-                    {"unused": json.dumps(unused)} if unused else None)
-        opt.step()
+    # 5. training
+    losses, grads, unused = train(model, rows_of, loss, lr, microbatches,
+                                  steps, mb, dtype)
+    st.save(base + ".grads.safetensors", grads,
+            {"unused": json.dumps(unused)} if unused else None)
 
     st.save(base + ".final.safetensors", state(model),
             {"aliases": json.dumps(aliases(model), sort_keys=True)})

@@ -16,6 +16,13 @@ MB, M, STEPS = 2, 2, 3
 VOCAB, DIM, SEQ, HEADS, LAYERS = 64, 32, 8, 4, 2
 
 
+def configure(vocab, dim, seq, heads, layers):
+    """Other sizes for the modules built after it (bench/gpu/gpt_speed.py's
+    GPT of about 100M parameters)."""
+    global VOCAB, DIM, SEQ, HEADS, LAYERS
+    VOCAB, DIM, SEQ, HEADS, LAYERS = vocab, dim, seq, heads, layers
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self):
         super().__init__()
