@@ -48,6 +48,7 @@ void RankRunner::checkRanksAgree() {
       {"--backend and --device",
        std::string(name(backendFor(options, device))) + " " +
            (device.is_cuda() ? "cuda" : "cpu")},
+      {"--shared-memory", options.sharedMemory ? "on" : "off"},
       {"--dtype and --allow-tf32", std::string(name(options.precision)) +
                                        (options.allowTf32 ? " on" : " off")},
       {"--steps", std::to_string(options.steps)},

@@ -7,12 +7,15 @@
 
 #include "pippy/Runtime/Comm.h"
 
+#include "SharedMemory.h"
+
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -73,6 +76,26 @@ at::Tensor copyBackTo(const at::Tensor &tensor, const at::Tensor &staged) {
   return staged.is_same(tensor) ? at::Tensor() : tensor;
 }
 
+/// A transfer with `peer` that failed: "WHAT: lost rank N" or "WHAT: no
+/// answer from rank N within T s (--timeout)" (a collective without one
+/// peer: "a peer ..."), with the engine's `detail` and what the launcher
+/// knows of dead ranks.
+CommError peerFailure(const std::string &what, int peer, bool timedOut,
+                      const std::string &detail, const Rendezvous &rdzv) {
+  std::string seconds = ::pippy::timeoutSeconds(rdzv.timeout);
+  std::string msg =
+      what + ": " +
+      (peer >= 0 ? (timedOut ? "no answer from rank " + std::to_string(peer) +
+                                   " within " + seconds + " s (--timeout)"
+                             : "lost rank " + std::to_string(peer))
+                 : (timedOut ? "a peer did not answer within the timeout"
+                             : "a peer failed"));
+  msg += " (" + detail + ")";
+  if (std::string failed = failedRanks(rdzv.failedRanksPath); !failed.empty())
+    msg += "; " + failed;
+  return CommError(msg);
+}
+
 class GlooHandle : public CommHandle {
 public:
   /// `result`, when given, receives `tensor` once the operation is done
@@ -90,21 +113,10 @@ public:
       work->wait(rdzv.timeout);
     } catch (const std::exception &e) {
       std::string detail = ::pippy::firstLine(e);
-      std::string msg = what + ": ";
-      bool timedOut = detail.find("imed out") != std::string::npos;
-      std::string seconds = ::pippy::timeoutSeconds(rdzv.timeout);
-      msg += peer >= 0
-                 ? (timedOut ? "no answer from rank " + std::to_string(peer) +
-                                   " within " + seconds + " s (--timeout)"
-                             : "lost rank " + std::to_string(peer))
-                 : (timedOut ? "a peer did not answer within the timeout"
-                             : "a peer failed");
-      msg += " (" + detail + ")";
-      if (std::string failed = failedRanks(rdzv.failedRanksPath);
-          !failed.empty())
-        msg += "; " + failed;
       work.reset();
-      throw CommError(msg);
+      throw peerFailure(what, peer,
+                        detail.find("imed out") != std::string::npos, detail,
+                        rdzv);
     }
     work.reset();
     if (result.defined())
@@ -119,6 +131,60 @@ private:
   int peer;
   const Rendezvous &rdzv;
   at::Tensor result;
+};
+
+/// A receive through a shared-memory ring (SharedMemory.h): the message is
+/// copied out when the handle is waited (or found complete).
+class ShmReceive : public CommHandle {
+public:
+  ShmReceive(pippy::rt::ShmChannel &channel, at::Tensor buffer,
+             at::Tensor result, int tag, std::string what, int peer,
+             const Rendezvous &rdzv)
+      : channel(channel), buffer(std::move(buffer)), result(std::move(result)),
+        tag(tag), what(std::move(what)), peer(peer), rdzv(rdzv) {}
+
+  void wait() override {
+    if (done)
+      return;
+    done = true;
+    try {
+      channel.receive(buffer, tag, rdzv.timeout);
+    } catch (const pippy::rt::ChannelError &e) {
+      using Kind = pippy::rt::ChannelError::Kind;
+      if (e.kind == Kind::Protocol)
+        throw CommError(what + ": " + e.what());
+      throw peerFailure(what, peer, e.kind == Kind::Timeout,
+                        std::string("shared memory: ") + e.what(), rdzv);
+    }
+    finish();
+  }
+  bool isCompleted() override {
+    if (!done && channel.tryReceive(buffer, tag)) {
+      done = true;
+      finish();
+    }
+    return done;
+  }
+
+private:
+  void finish() {
+    if (result.defined())
+      result.copy_(buffer);
+  }
+  pippy::rt::ShmChannel &channel;
+  at::Tensor buffer, result;
+  int tag;
+  std::string what;
+  int peer;
+  const Rendezvous &rdzv;
+  bool done = false;
+};
+
+/// A send through a shared-memory ring: done when it returns.
+class DoneHandle : public CommHandle {
+public:
+  void wait() override {}
+  bool isCompleted() override { return true; }
 };
 
 using GlooDevice = std::shared_ptr<::gloo::transport::Device>;
@@ -162,8 +228,34 @@ public:
   int size() const override { return group->getSize(); }
   int globalRank(int r) const override { return globalRanks.at(r); }
 
+  /// Peers on this host get a shared-memory ring each way (rings only
+  /// where every rank is on one host; --shared-memory=false: none).
+  void prepare(const std::vector<int> &peers) override {
+    if (!rdzv.singleNode || !rdzv.sharedMemory)
+      return;
+    auto key = [&](int from, int to) {
+      return "shm/" + std::to_string(globalRank(from)) + "-" +
+             std::to_string(globalRank(to));
+    };
+    for (int peer : peers)
+      if (peer != rank())
+        if (auto ring = pippy::rt::ShmChannel::create(
+                *store, key(rank(), peer), kRingBytes))
+          rings[peer] = std::move(ring);
+    for (int peer : peers)
+      if (peer != rank())
+        if (auto ring = pippy::rt::ShmChannel::open(*store, key(peer, rank()),
+                                                    rdzv.timeout))
+          incoming[peer] = std::move(ring);
+  }
+
   CommHandlePtr send(const at::Tensor &tensor, int dst, int tag,
                      const std::string &what) override {
+    if (auto it = rings.find(dst);
+        it != rings.end() && it->second->carries(tensor.nbytes())) {
+      it->second->send(onHost(tensor).contiguous(), tag);
+      return std::make_shared<DoneHandle>();
+    }
     std::vector<at::Tensor> tensors{onHost(tensor)};
     return wrap([&] { return group->send(tensors, dst, tag); }, tensors[0],
                 what, dst);
@@ -174,6 +266,11 @@ public:
         tensor.is_cpu()
             ? tensor
             : at::empty(tensor.sizes(), tensor.options().device(at::kCPU))};
+    if (auto it = incoming.find(src);
+        it != incoming.end() && it->second->carries(tensor.nbytes()))
+      return std::make_shared<ShmReceive>(
+          *it->second, tensors[0], copyBackTo(tensor, tensors[0]), tag, what,
+          globalRank(src), rdzv);
     return wrap([&] { return group->recv(tensors, src, tag); }, tensors[0],
                 what, src, copyBackTo(tensor, tensors[0]));
   }
@@ -251,8 +348,12 @@ private:
                                         result);
   }
 
+  /// Each way's ring: messages up to an eighth of it take it.
+  static constexpr size_t kRingBytes = size_t(64) << 20;
+
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+  std::map<int, std::unique_ptr<pippy::rt::ShmChannel>> rings, incoming;
   std::vector<int> globalRanks;
   Rendezvous rdzv;
   GlooDevice device;

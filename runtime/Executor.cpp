@@ -171,6 +171,7 @@ void RankRunner::loadWeights() {
 
 void RankRunner::connect() {
   rdzv.pipelineHash = plan.pipelineHash;
+  rdzv.sharedMemory = options.sharedMemory;
   worldComm = rdzv.worldSize == 1
                   ? createLocalCommunicator()
                   : createCommunicator(backendFor(options, device), rdzv);

@@ -322,6 +322,11 @@ const std::vector<Option> &options() {
        integer("keep-checkpoints", &RunOptions::keepCheckpoints, 1)},
       {"resume", nullptr, "continue from the newest complete checkpoint",
        flag(&RunOptions::resume)},
+      {"shared-memory", nullptr,
+       "send activations and gradients between ranks of one host through "
+       "shared memory (default; with --backend gloo on one node); =false "
+       "sends them through Gloo",
+       flag(&RunOptions::sharedMemory)},
       {"allow-tf32", nullptr,
        "let CUDA matrix products and convolutions round float32 to TF32 "
        "(off by default: float32 stays float32 on every device)",

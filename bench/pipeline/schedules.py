@@ -9,7 +9,9 @@ The model of bench/pipeline/model.py (16 x Linear(1024)+ReLU, batch 64 in 8
 micro-batches of 8 rows, MSE, SGD lr 0.01) on 2 ranks: gpipe, 1f1b and
 zb-h1 on a 2-stage split; interleaved-1f1b, looped-bfs, zb1p, zbv and
 dualpipev on a 4-stage split (two stages per rank). The kinds run
-interleaved, `--rounds` times each, one intra-op thread per rank. For each kind it prints the
+interleaved, `--rounds` times each, one intra-op thread per rank; messages
+between the ranks go through shared memory (with --gloo-too every kind runs
+a second time with them through Gloo, interleaved, rows "KIND gloo"). For each kind it prints the
 median step time (the slowest rank's, warm-up steps dropped, over all
 rounds), the measured bubble (pippy-run --metrics: 1 - busy / (ranks x
 wall)), the bubble the simulator predicts on the cost model
@@ -82,6 +84,10 @@ def main():
     ap.add_argument("--steps", type=int, default=34)
     ap.add_argument("--warmup", type=int, default=4)
     ap.add_argument("--work", default="/tmp/pippy-bench-schedules")
+    ap.add_argument("--gloo-too", action="store_true",
+                    help="run every kind a second time with its messages "
+                    "through Gloo instead of shared memory "
+                    "(--shared-memory=false), interleaved")
     args = ap.parse_args()
     os.environ["OMP_NUM_THREADS"] = "1"
     w, b, M = args.work, args.bin, 8
@@ -98,44 +104,54 @@ def main():
     common = ["--nproc", "2", "--microbatches", str(M), "--steps",
               str(args.steps), "--data", f"{w}/data.safetensors", "--loss",
               "mse", "--optimizer", "sgd", "--lr", "0.01"]
-    times = {k: [] for k in KINDS}
-    bubbles = {k: [] for k in KINDS}
+    # (label, kind, flags): each kind, and with --gloo-too each again
+    # through Gloo.
+    runs = [(kind, kind, []) for kind in KINDS]
+    if args.gloo_too:
+        runs += [(f"{kind} gloo", kind, ["--shared-memory=false"])
+                 for kind in KINDS]
+    times = {label: [] for label, _, _ in runs}
+    bubbles = {label: [] for label, _, _ in runs}
     losses = {}
     for r in range(args.rounds):
-        for kind, stages in KINDS.items():
-            out = f"{w}/{kind}.{r}.json"
+        for label, kind, flags in runs:
+            name = label.replace(" ", "-")
+            out = f"{w}/{name}.{r}.json"
             last = r == args.rounds - 1
-            sh([f"{b}/pippy-run", f"{w}/pipe{stages}.mlir", "--schedule",
-                kind] + common + ["--metrics", out] +
-               (["--trace", f"{w}/{kind}.trace.json"] if last else []))
+            sh([f"{b}/pippy-run", f"{w}/pipe{KINDS[kind]}.mlir", "--schedule",
+                kind] + common + flags + ["--metrics", out] +
+               (["--trace", f"{w}/{name}.trace.json"] if last else []))
             m = json.load(open(out))
             steps = [s["step_time_s"] for s in m["steps"]][args.warmup:]
-            times[kind] += steps
-            bubbles[kind].append(m["bubble_fraction"])
-            losses[kind] = [s["loss"] for s in m["steps"]][:3]
-            print(f"round {r + 1}/{args.rounds} {kind:17s} median "
+            times[label] += steps
+            bubbles[label].append(m["bubble_fraction"])
+            losses[label] = [s["loss"] for s in m["steps"]][:3]
+            print(f"round {r + 1}/{args.rounds} {label:22s} median "
                   f"{statistics.median(steps) * 1e3:7.1f} ms  bubble "
                   f"{m['bubble_fraction']:.3f}", flush=True)
     measured = {}
-    for kind, stages in KINDS.items():
-        costs = measured_costs(f"{w}/{kind}.trace.json", stages, M,
+    for label, kind, _ in runs:
+        stages = KINDS[kind]
+        name = label.replace(" ", "-")
+        costs = measured_costs(f"{w}/{name}.trace.json", stages, M,
                                args.warmup)
-        path = f"{w}/{kind}.costs.json"
+        path = f"{w}/{name}.costs.json"
         json.dump(costs, open(path, "w"))
-        measured[kind] = simulate(b, f"{w}/pipe{stages}.mlir", kind, M, path)
+        measured[label] = simulate(b, f"{w}/pipe{stages}.mlir", kind, M, path)
     med = {k: statistics.median(v) for k, v in times.items()}
-    print(f"\n{'kind':17s} {'stages':>6s} {'median ms':>10s} {'steps':>6s} "
+    print(f"\n{'kind':22s} {'stages':>6s} {'median ms':>10s} {'steps':>6s} "
           f"{'bubble':>7s} {'model':>6s} {'costs':>6s} {'vs 1f1b':>8s}  "
           f"losses")
-    for kind, stages in KINDS.items():
-        print(f"{kind:17s} {stages:6d} {med[kind] * 1e3:10.1f} "
-              f"{len(times[kind]):6d} {statistics.median(bubbles[kind]):7.3f} "
-              f"{simulated[kind]:6.3f} {measured[kind]:6.3f} "
-              f"{med['1f1b'] / med[kind]:8.3f}  "
-              + " ".join(f"{x:.6f}" for x in losses[kind]))
+    for label, kind, _ in runs:
+        print(f"{label:22s} {KINDS[kind]:6d} {med[label] * 1e3:10.1f} "
+              f"{len(times[label]):6d} "
+              f"{statistics.median(bubbles[label]):7.3f} "
+              f"{simulated[kind]:6.3f} {measured[label]:6.3f} "
+              f"{med['1f1b'] / med[label]:8.3f}  "
+              + " ".join(f"{x:.6f}" for x in losses[label]))
     print("\nbubble: measured (--metrics); model: simulated on the cost "
           "model; costs: simulated on the last round's measured costs")
-    same = all(losses[k] == losses["1f1b"] for k in KINDS)
+    same = all(v == losses["1f1b"] for v in losses.values())
     print(f"\nthe same losses on every kind: {'yes' if same else 'NO'}")
     return 0 if same else 1
 

@@ -101,6 +101,10 @@ struct Rendezvous {
   std::string masterAddr = "127.0.0.1";
   int masterPort = 29500;
   bool singleNode = true;
+  /// Point-to-point messages between ranks of one host go through
+  /// shared-memory rings (Gloo's engine, single-node runs; pippy-run
+  /// --shared-memory=false turns them off).
+  bool sharedMemory = true;
   std::chrono::milliseconds timeout{60000};
   /// Where the launcher records ranks that died (may be empty).
   std::string failedRanksPath;

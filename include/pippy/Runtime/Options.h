@@ -94,6 +94,8 @@ struct RunOptions {
   std::optional<DeviceKind> device;
   Precision precision = Precision::F32; ///< --dtype
   bool allowTf32 = false;
+  /// Messages between ranks of one host through shared memory (Gloo).
+  bool sharedMemory = true;
 
   // Where ranks run.
   /// Data-parallel replicas of the pipeline (Mesh.h): the world is dp x the
