@@ -130,6 +130,7 @@ private:
   void prepareGradientReducer();
   std::vector<int> reduceAfterActions() const;
   void reduceStage(int stage);
+  /// The step's loss on the host (and with --dp summed over the replicas).
   void sumStepLoss();
   std::vector<std::vector<at::Tensor>>
   gatherOutputs(std::vector<std::vector<at::Tensor>> own, int total);
@@ -173,9 +174,9 @@ private:
   LoadedExecutable executable;
   StagePlan plan;
   Mesh mesh;
-  int replica;    ///< this rank's (Mesh.h)
-  int rank;       ///< its pipeline rank: the executable's
-  int tensorRank; ///< which slices of sharded parameters it holds
+  int replica;       ///< this rank's (Mesh.h)
+  int rank;          ///< its pipeline rank: the executable's
+  int tensorRank;    ///< which slices of sharded parameters it holds
   at::Device device; ///< where it computes (Device.h)
 
   bool prefixOwnLines;
@@ -232,6 +233,7 @@ private:
   int64_t forwardsRun = 0;
   double backwardSeconds = 0;
   double stepLoss = 0;
+  at::Tensor stepLossSum; ///< the step's micro-batch losses so far (device)
   double busySeconds = 0;
   int peakInflight = 0;
   /// What each in-flight (stage, micro-batch)'s forward left allocated,

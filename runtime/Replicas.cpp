@@ -194,6 +194,8 @@ RankRunner::gatherOutputs(std::vector<std::vector<at::Tensor>> own, int total) {
 }
 
 void RankRunner::sumStepLoss() {
+  stepLoss = stepLossSum.defined() ? stepLossSum.item<double>() : 0.0;
+  stepLossSum = at::Tensor();
   if (mesh.dp == 1 || !plan.holdsOutput())
     return;
   at::Tensor loss = at::full({1}, stepLoss, at::kDouble);

@@ -90,6 +90,15 @@ def _as_tuple(x):
     return tuple(t for e in x for t in _as_tuple(e))
 
 
+def _detached(x):
+    """Tensors, nested in tuples and lists as they may be, detached."""
+    if isinstance(x, torch.Tensor):
+        return x.detach()
+    if isinstance(x, (tuple, list)):
+        return type(x)(_detached(v) for v in x)
+    return x
+
+
 def _named(prefix, xs):
     xs = _as_tuple(xs)
     if len(xs) == 1:
@@ -247,8 +256,7 @@ def generate(name, model, example_inputs, data_inputs, targets, loss, out_dir,
     # and f32); the regular path computes the same function.
     with torch.set_grad_enabled(dtype != "f32"), _precision(dtype):
         out0 = model(*x0)
-    out0 = tuple(o.detach() for o in out0) if isinstance(out0, tuple) \
-        else out0.detach()
+    out0 = _detached(out0)
     model.train()
     outs = _as_tuple(out0)
     st.save(base + ".ref.safetensors", _named("output", outs))
