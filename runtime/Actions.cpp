@@ -156,10 +156,6 @@ void RankRunner::forward(StageRun &run, int m, int64_t begin, bool training) {
                          e.what_without_backtrace() + " (" +
                          rowsText(m, begin, rows) + ")");
     }
-    // Summed where it was computed: no host wait per micro-batch on a GPU.
-    at::Tensor part = mb.loss.detach().to(at::kDouble) /
-                      static_cast<double>(stepMicrobatches());
-    stepLossSum = stepLossSum.defined() ? stepLossSum + part : part;
   }
 }
 

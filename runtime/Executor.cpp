@@ -339,6 +339,7 @@ void RankRunner::runAction(const ScheduledAction &action, int step,
     forward(run, m, cursor + globalMicrobatch(m) * plan.microbatchRows(),
             /*training=*/true);
     int64_t kept = liveCpuBytes() - before;
+    addStepLoss(run.mbs[m].loss); // after the count: it is no activation
     forwardBytes[{action.stage, m}] = kept;
     activationBytes += kept;
     peakActivationBytes = std::max(peakActivationBytes, activationBytes);

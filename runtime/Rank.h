@@ -130,6 +130,8 @@ private:
   void prepareGradientReducer();
   std::vector<int> reduceAfterActions() const;
   void reduceStage(int stage);
+  /// Adds a micro-batch's loss (if it has one) to the step's.
+  void addStepLoss(const at::Tensor &loss);
   /// The step's loss on the host (and with --dp summed over the replicas).
   void sumStepLoss();
   std::vector<std::vector<at::Tensor>>

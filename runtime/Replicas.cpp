@@ -193,6 +193,15 @@ RankRunner::gatherOutputs(std::vector<std::vector<at::Tensor>> own, int total) {
   return all;
 }
 
+void RankRunner::addStepLoss(const at::Tensor &loss) {
+  if (!loss.defined())
+    return;
+  // Summed where it was computed: no host wait per micro-batch on a GPU.
+  at::Tensor part =
+      loss.detach().to(at::kDouble) / static_cast<double>(stepMicrobatches());
+  stepLossSum = stepLossSum.defined() ? stepLossSum + part : part;
+}
+
 void RankRunner::sumStepLoss() {
   stepLoss = stepLossSum.defined() ? stepLossSum.item<double>() : 0.0;
   stepLossSum = at::Tensor();
