@@ -239,8 +239,8 @@ public:
     };
     for (int peer : peers)
       if (peer != rank())
-        if (auto ring = pippy::rt::ShmChannel::create(
-                *store, key(rank(), peer), kRingBytes))
+        if (auto ring = pippy::rt::ShmChannel::create(*store, key(rank(), peer),
+                                                      kRingBytes))
           rings[peer] = std::move(ring);
     for (int peer : peers)
       if (peer != rank())
@@ -268,9 +268,9 @@ public:
             : at::empty(tensor.sizes(), tensor.options().device(at::kCPU))};
     if (auto it = incoming.find(src);
         it != incoming.end() && it->second->carries(tensor.nbytes()))
-      return std::make_shared<ShmReceive>(
-          *it->second, tensors[0], copyBackTo(tensor, tensors[0]), tag, what,
-          globalRank(src), rdzv);
+      return std::make_shared<ShmReceive>(*it->second, tensors[0],
+                                          copyBackTo(tensor, tensors[0]), tag,
+                                          what, globalRank(src), rdzv);
     return wrap([&] { return group->recv(tensors, src, tag); }, tensors[0],
                 what, src, copyBackTo(tensor, tensors[0]));
   }

@@ -47,8 +47,8 @@ void futexWait(std::atomic<uint32_t> &word, uint32_t seen,
                std::chrono::milliseconds timeout) {
   timespec ts{static_cast<time_t>(timeout.count() / 1000),
               static_cast<long>(timeout.count() % 1000) * 1000000};
-  syscall(SYS_futex, reinterpret_cast<uint32_t *>(&word), FUTEX_WAIT, seen,
-          &ts, nullptr, 0);
+  syscall(SYS_futex, reinterpret_cast<uint32_t *>(&word), FUTEX_WAIT, seen, &ts,
+          nullptr, 0);
 }
 
 void futexWake(std::atomic<uint32_t> &word) {
@@ -72,8 +72,8 @@ struct RingHeader {
   uint64_t magic;
   uint64_t arenaBytes;
   int32_t senderPid, receiverPid;
-  std::atomic<uint32_t> written; ///< futex: bumped by each message written
-  std::atomic<uint32_t> taken;   ///< futex: bumped by each message taken
+  std::atomic<uint32_t> written;     ///< futex: bumped by each message written
+  std::atomic<uint32_t> taken;       ///< futex: bumped by each message taken
   std::atomic<uint32_t> senderWaits; ///< 1 while a message waits for room
   Slot slots[kSlots];
 };
@@ -94,8 +94,8 @@ std::unique_ptr<ShmChannel> ShmChannel::create(c10d::Store &store,
   int fd = -1;
   if (ringBytes >= kSmallestRing) {
     std::random_device random;
-    name = "/pippy-" + std::to_string(getpid()) + "-" +
-           std::to_string(random());
+    name =
+        "/pippy-" + std::to_string(getpid()) + "-" + std::to_string(random());
     fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   }
   size_t mapped = arenaOffset() + ringBytes;
@@ -106,9 +106,9 @@ std::unique_ptr<ShmChannel> ShmChannel::create(c10d::Store &store,
     shm_unlink(name.c_str());
     fd = -1;
   }
-  void *base = fd >= 0 ? mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
-                              MAP_SHARED, fd, 0)
-                       : MAP_FAILED;
+  void *base =
+      fd >= 0 ? mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+              : MAP_FAILED;
   if (fd >= 0)
     close(fd);
   if (base == MAP_FAILED) {
@@ -143,12 +143,10 @@ ShmChannel::open(c10d::Store &store, const std::string &key,
   struct stat st;
   fstat(fd, &st);
   size_t mapped = static_cast<size_t>(st.st_size);
-  void *base =
-      mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void *base = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   shm_unlink(name.c_str()); // both ends hold it now; gone when both unmap
-  if (base == MAP_FAILED ||
-      static_cast<RingHeader *>(base)->magic != kMagic)
+  if (base == MAP_FAILED || static_cast<RingHeader *>(base)->magic != kMagic)
     throw ChannelError(ChannelError::Kind::Protocol,
                        "shared memory " + name + " is not a pippy ring");
   static_cast<RingHeader *>(base)->receiverPid = getpid();

@@ -9,8 +9,9 @@
 // receiver, as with Gloo's posted receives; a receive copies its message
 // out when its handle is waited. A receiver that waits for a message while
 // its sender waits for room copies the ring's other messages aside, so the
-// order in which a schedule takes its messages can never block the ring. Waiting sleeps on a futex in the ring:
-// no spinning, which two ranks sharing cores could not afford.
+// order in which a schedule takes its messages can never block the ring.
+// Waiting sleeps on a futex in the ring: no spinning, which two ranks sharing
+// cores could not afford.
 //
 // Which messages take the ring is a function of their size and the ring's
 // (the sender's choice, written in the ring's header), so both sides
@@ -53,9 +54,8 @@ public:
   /// where the host's shared memory is short; none at all where it has
   /// too little) and publishes its name in `store` under `key`. Returns
   /// null when no ring could be made; the receiver then gets null too.
-  static std::unique_ptr<ShmChannel> create(c10d::Store &store,
-                                            const std::string &key,
-                                            size_t ringBytes);
+  static std::unique_ptr<ShmChannel>
+  create(c10d::Store &store, const std::string &key, size_t ringBytes);
   /// The receiving end: opens the ring the sender published under `key`,
   /// waiting at most `timeout` for it.
   static std::unique_ptr<ShmChannel> open(c10d::Store &store,
