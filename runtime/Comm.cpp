@@ -180,7 +180,8 @@ private:
   bool done = false;
 };
 
-/// A send through a shared-memory ring: done when it returns.
+/// An operation done when it returns (a send through a shared-memory
+/// ring, a collective in a world of one).
 class DoneHandle : public CommHandle {
 public:
   void wait() override {}
@@ -399,12 +400,6 @@ std::unique_ptr<Communicator> createCommunicator(Backend backend,
 }
 
 namespace {
-
-class DoneHandle : public CommHandle {
-public:
-  void wait() override {}
-  bool isCompleted() override { return true; }
-};
 
 class LocalCommunicator : public Communicator {
 public:

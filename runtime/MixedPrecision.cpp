@@ -5,6 +5,7 @@
 #include "TorchCompat.h"
 
 #include <ATen/autocast_mode.h>
+#include <c10/util/accumulate.h>
 
 #include <map>
 #include <mutex>
@@ -39,10 +40,7 @@ bool carriesDtype(Precision precision, const TensorSpec &spec) {
 }
 
 static int64_t elements(const TensorSpec &spec) {
-  int64_t n = 1;
-  for (int64_t d : spec.sizes)
-    n *= d;
-  return n;
+  return c10::multiply_integers(spec.sizes);
 }
 
 at::Tensor wireBuffer(const TensorSpec &spec, const at::Device &device) {

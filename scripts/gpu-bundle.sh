@@ -29,13 +29,16 @@ mkdir -p "$bundle/deps/include"
 cp -r /usr/include/flatbuffers /usr/include/nlohmann "$bundle/deps/include/"
 cp "$build/include/pippy/Executable/Executable_generated.h" "$bundle/deps/"
 
+# A field of a JSON file: field FILE KEY.
+field() { "$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
+
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 for model in gpt transformer resnet unet; do
   "$py" "$repo/test/models/$model.py" "$work/$model" >/dev/null
   ref="$work/$model/$model.ref.json"
-  shapes=$("$py" -c "import json,sys; print(json.load(open(sys.argv[1]))['input_shapes'])" "$ref")
-  m=$("$py" -c "import json,sys; print(json.load(open(sys.argv[1]))['microbatches'])" "$ref")
+  shapes=$(field "$ref" input_shapes)
+  m=$(field "$ref" microbatches)
   "$build/bin/pippy-import" "$work/$model/$model.pt" --input-shapes "$shapes" \
     -o "$work/$model.mlir" --weights "$work/$model.weights.safetensors"
   "$build/bin/pippy-opt" "$work/$model.mlir" --pippy-split="stages=2" \
@@ -52,8 +55,8 @@ for size in "" --small; do
   name=gpt-speed${size:+-small}
   "$py" "$repo/bench/gpu/gpt_speed.py" trace "$work/$name" $size
   spec="$work/$name/gpt-speed.json"
-  shapes=$("$py" -c "import json,sys; print(json.load(open(sys.argv[1]))['input_shapes'])" "$spec")
-  m=$("$py" -c "import json,sys; print(json.load(open(sys.argv[1]))['microbatches'])" "$spec")
+  shapes=$(field "$spec" input_shapes)
+  m=$(field "$spec" microbatches)
   "$build/bin/pippy-import" "$work/$name/gpt-speed.pt" --input-shapes "$shapes" \
     -o "$work/$name.mlir" --weights "$work/$name.weights.safetensors"
   "$build/bin/pippy-run" "$work/$name.mlir" --microbatches "$m" \

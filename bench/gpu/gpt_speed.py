@@ -90,9 +90,7 @@ def run(exe, bindir, work, device, steps, small):
     model, x, y = build(small)
     weights = os.path.join(work, "gpt-speed.weights.safetensors")
     data = os.path.join(work, "gpt-speed.data.safetensors")
-    st.save(weights, common.state(model),
-            {"aliases": json.dumps(common.aliases(model), sort_keys=True),
-             "buffers": json.dumps([n for n, _ in model.named_buffers()])})
+    common.save_weights(weights, model)
     st.save(data, {"input": x, "target": y})
     eager = eager_steps(model, x, y, device, steps)
     del model

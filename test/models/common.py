@@ -154,11 +154,27 @@ def _precision(dtype, device="cpu"):
     return torch.autocast(torch.device(device).type, dtype=torch.bfloat16)
 
 
-def train(model, rows_of, loss, lr, microbatches, steps, mb, dtype="f32",
-          device="cpu"):
+def rows_of(data_inputs, targets, start, n):
+    """`n` rows of the data from `start`, wrapping at its end, as pippy-run
+    reads --data."""
+    idx = (torch.arange(n) + start) % targets.shape[0]
+    return (tuple(d.index_select(0, idx) for d in data_inputs),
+            targets.index_select(0, idx))
+
+
+def save_weights(path, model):
+    """The model's weights in pippy-import's layout: its state, with the
+    aliases of tied weights and the names of its buffers."""
+    st.save(path, state(model),
+            {"aliases": json.dumps(aliases(model), sort_keys=True),
+             "buffers": json.dumps([n for n, _ in model.named_buffers()])})
+
+
+def train(model, data_inputs, targets, loss, lr, microbatches, steps, mb,
+          dtype="f32", device="cpu"):
     """The reference training: SGD, step loss = mean over micro-batches of
     the mean loss, each micro-batch's forward (and loss) under `dtype`'s
-    precision. `rows_of(start, n)` gives host rows, moved to `device`.
+    precision, on `device` (the rows are moved there).
     Returns the step losses and the step-1 gradients (on the host, with
     the names of parameters that got none)."""
     opt = torch.optim.SGD(model.parameters(), lr=lr)
@@ -166,7 +182,8 @@ def train(model, rows_of, loss, lr, microbatches, steps, mb, dtype="f32",
     for k in range(steps):
         opt.zero_grad()
         total = 0.0
-        xs, ys = rows_of(k * microbatches * mb, microbatches * mb)
+        xs, ys = rows_of(data_inputs, targets, k * microbatches * mb,
+                         microbatches * mb)
         xs, ys = tuple(x.to(device) for x in xs), ys.to(device)
         for m in range(microbatches):
             sl = slice(m * mb, (m + 1) * mb)
@@ -242,14 +259,9 @@ def generate(name, model, example_inputs, data_inputs, targets, loss, out_dir,
     data["target"] = targets
     st.save(base + ".data.safetensors", data)
 
-    def rows_of(start, n):
-        idx = (torch.arange(n) + start) % rows
-        return (tuple(d.index_select(0, idx) for d in data_inputs),
-                targets.index_select(0, idx))
-
     # 4. reference forward on the first micro-batch, in eval mode as
     # pippy-run --infer runs it (running statistics, no dropout)
-    x0, _ = rows_of(0, mb)
+    x0, _ = rows_of(data_inputs, targets, 0, mb)
     model.eval()
     # Under autocast with gradients on: torch 1.13's no-grad fast path of
     # nn.TransformerEncoderLayer fails under CPU autocast (it mixes bf16
@@ -262,8 +274,8 @@ def generate(name, model, example_inputs, data_inputs, targets, loss, out_dir,
     st.save(base + ".ref.safetensors", _named("output", outs))
 
     # 5. training
-    losses, grads, unused = train(model, rows_of, loss, lr, microbatches,
-                                  steps, mb, dtype)
+    losses, grads, unused = train(model, data_inputs, targets, loss, lr,
+                                  microbatches, steps, mb, dtype)
     st.save(base + ".grads.safetensors", grads,
             {"unused": json.dumps(unused)} if unused else None)
 

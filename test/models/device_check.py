@@ -45,10 +45,7 @@ def flag(args, name, default):
 def write_inputs(name, model, data_inputs, targets, work):
     """The weights in pippy-import's layout and the data, on the host."""
     base = os.path.join(work, name)
-    buffers = [n for n, _ in model.named_buffers()]
-    st.save(base + ".weights.safetensors", common.state(model),
-            {"aliases": json.dumps(common.aliases(model), sort_keys=True),
-             "buffers": json.dumps(buffers)})
+    common.save_weights(base + ".weights.safetensors", model)
     data = common._named("input", data_inputs)
     data["target"] = targets
     st.save(base + ".data.safetensors", data)
@@ -76,20 +73,12 @@ def main():
     microbatches, steps = kw.get("microbatches", 2), kw.get("steps", 3)
     lr = kw.get("lr", 0.05)
     model.train()
-    base = write_inputs(name, model, common._as_tuple(data_inputs), targets,
-                        work)
-    rows = targets.shape[0]
-    mb = common._as_tuple(example_inputs)[0].shape[0]
     data_inputs = common._as_tuple(data_inputs)
-
-    def rows_of(start, n):
-        idx = (torch.arange(n) + start) % rows
-        return (tuple(d.index_select(0, idx) for d in data_inputs),
-                targets.index_select(0, idx))
-
+    base = write_inputs(name, model, data_inputs, targets, work)
+    mb = common._as_tuple(example_inputs)[0].shape[0]
     model.to(device)
-    losses, grads, _ = common.train(model, rows_of, loss, lr, microbatches,
-                                    steps, mb, dtype, device)
+    losses, grads, _ = common.train(model, data_inputs, targets, loss, lr,
+                                    microbatches, steps, mb, dtype, device)
     final = common.state(model)
 
     cmd = [os.path.join(bindir, "pippy-run"), exe, "--device", device,
