@@ -97,6 +97,7 @@ recordedSchedule(PipelineOp pipeline, const sched::Topology &topo) {
 
 sched::StageCosts costModelCosts(PipelineOp pipeline) {
   sched::StageCosts costs;
+  costs.holdWeightGradients = true; // what pippy-run does
   for (StageOp stage : pipeline.getStages()) {
     StageRow row = measureStage(stage);
     double forward = static_cast<double>(row.predicted());

@@ -210,7 +210,8 @@ struct ReportPass : public pd::impl::PippyReportBase<ReportPass> {
                          const sched::Simulation &sim) {
     llvm::raw_ostream &os = llvm::outs();
     std::string basis = costs.empty() ? "backward = 2 x forward, W = "
-                                        "forward, messages free"
+                                        "forward (a B's W held back as "
+                                        "pippy-run does), messages free"
                                       : "costs from " + costs.getValue();
     os << llvm::formatv("schedule {0}, {1} micro-batches on {2} ranks, "
                         "simulated ({3}):\n",

@@ -241,8 +241,7 @@ void RankRunner::train() {
                        std::to_string(firstStep - 1) + "; --steps " +
                        std::to_string(options.steps) + " leaves nothing to do");
   printRank0(describeRun());
-  std::vector<double> losses, stepSeconds;
-  double wallSeconds = 0;
+  StepHistory history;
   for (int step = firstStep; step <= options.steps; ++step) {
     if (step == firstStep + 1) {
       // --profile: the first step warms up allocators and caches; measure
@@ -253,6 +252,7 @@ void RankRunner::train() {
       backwardSeconds = 0;
     }
     Clock::time_point start = Clock::now();
+    double busyBefore = busySeconds;
     currentStep = step;
     releaseGradients(trainable);
     stepLoss = 0;
@@ -272,7 +272,7 @@ void RankRunner::train() {
     cursor = (cursor + stepMicrobatches() * mbRows) % data->rows();
     double seconds =
         std::chrono::duration<double>(Clock::now() - start).count();
-    wallSeconds += seconds;
+    history.wallSeconds += seconds;
     if (plan.holdsOutput() && reports()) {
       char line[128];
       std::snprintf(line, sizeof(line), "step %d/%d loss %.6f samples/s %.1f",
@@ -280,14 +280,15 @@ void RankRunner::train() {
                     stepMicrobatches() * mbRows / seconds);
       printLine(line);
     }
-    losses.push_back(stepLoss);
-    stepSeconds.push_back(seconds);
+    history.losses.push_back(stepLoss);
+    history.seconds.push_back(seconds);
+    history.busySeconds.push_back(busySeconds - busyBefore);
     if (options.checkpointEvery > 0 && !options.checkpointDir.empty() &&
         step % options.checkpointEvery == 0)
       checkpoint(*optimizer, step, cursor);
   }
   optimizerBytes = optimizerStateBytes(*optimizer, optimized);
-  finish(firstStep, losses, stepSeconds, wallSeconds);
+  finish(firstStep, history);
 }
 
 /// "schedule 1f1b, 4 micro-batches of 2 rows, 2 stages on 2 ranks", and the

@@ -71,6 +71,14 @@ struct StageRun {
   std::vector<int64_t> opNanoseconds; // per counted op
 };
 
+/// What a rank's training loop measured, per step.
+struct StepHistory {
+  std::vector<double> losses;
+  std::vector<double> seconds;
+  std::vector<double> busySeconds; ///< F, B, I, W and STEP time
+  double wallSeconds = 0;
+};
+
 class RankRunner {
 public:
   RankRunner(const RunOptions &options, const Rendezvous &rdzv,
@@ -155,8 +163,7 @@ private:
   void printLine(const std::string &line);
   void printRank0(const std::string &line);
   std::vector<std::string> gatherStrings(const std::string &mine, int tagBase);
-  void finish(int firstStep, const std::vector<double> &losses,
-              const std::vector<double> &stepSeconds, double wallSeconds);
+  void finish(int firstStep, const StepHistory &history);
   void writeTrace();
   void writeProfile();
   void saveWeights();

@@ -83,19 +83,17 @@ std::vector<std::string> RankRunner::gatherStrings(const std::string &mine,
 /// Gathers busy times, in-flight peaks and data-parallel traffic from every
 /// rank of the world, then replica 0 writes metrics, the trace, the profile
 /// and the weights. A step's time is the slowest rank's.
-void RankRunner::finish(int firstStep, const std::vector<double> &losses,
-                        const std::vector<double> &stepSeconds,
-                        double wallSeconds) {
+void RankRunner::finish(int firstStep, const StepHistory &history) {
   constexpr int kStats = 8;
   int W = rdzv.worldSize, me = rdzv.rank;
-  int64_t n = static_cast<int64_t>(stepSeconds.size());
+  int64_t n = static_cast<int64_t>(history.seconds.size());
   int64_t gradientBytes = 0;
   for (const auto &[name, p] : trainable)
     if (p.grad().defined())
       gradientBytes += p.numel() * static_cast<int64_t>(p.element_size());
   at::Tensor stats = at::zeros({kStats * W}, at::kDouble);
   double perRank[kStats] = {busySeconds,
-                            wallSeconds,
+                            history.wallSeconds,
                             static_cast<double>(peakInflight),
                             static_cast<double>(peakActivationBytes),
                             reducer
@@ -107,9 +105,12 @@ void RankRunner::finish(int firstStep, const std::vector<double> &losses,
                             static_cast<double>(optimizerBytes)};
   for (int i = 0; i < kStats; ++i)
     stats[kStats * me + i] = perRank[i];
-  at::Tensor times = at::zeros({W, std::max<int64_t>(n, 1)}, at::kDouble);
-  for (int64_t i = 0; i < n; ++i)
-    times[me][i] = stepSeconds[i];
+  // Per rank and step: its time ([0]) and its busy time ([1]).
+  at::Tensor times = at::zeros({2, W, std::max<int64_t>(n, 1)}, at::kDouble);
+  for (int64_t i = 0; i < n; ++i) {
+    times[0][me][i] = history.seconds[i];
+    times[1][me][i] = history.busySeconds[i];
+  }
   worldComm->allReduceSum(stats, where() + ": gathering statistics")->wait();
   worldComm->allReduceSum(times, where() + ": gathering step times")->wait();
   auto stat = [&](int r, int i) {
@@ -123,11 +124,12 @@ void RankRunner::finish(int firstStep, const std::vector<double> &losses,
   for (int64_t i = 0; i < n; ++i) {
     StepMetrics step;
     step.step = firstStep + static_cast<int>(i);
-    step.loss = losses[i];
+    step.loss = history.losses[i];
     for (int r = 0; r < W; ++r) {
-      double t = times[r][i].item<double>();
+      double t = times[0][r][i].item<double>();
       step.stepSeconds = std::max(step.stepSeconds, t);
       step.rankStepSeconds.push_back(t);
+      step.rankBusySeconds.push_back(times[1][r][i].item<double>());
     }
     step.samplesPerSecond =
         stepMicrobatches() * plan.microbatchRows() / step.stepSeconds;

@@ -24,7 +24,8 @@ std::string metricsJson(const RunMetrics &metrics) {
                      {"loss", s.loss},
                      {"step_time_s", s.stepSeconds},
                      {"samples_per_s", s.samplesPerSecond},
-                     {"rank_step_time_s", s.rankStepSeconds}});
+                     {"rank_step_time_s", s.rankStepSeconds},
+                     {"rank_busy_s", s.rankBusySeconds}});
   json coordinates = json::array();
   for (int r = 0; r < metrics.mesh.worldSize(); ++r) {
     Mesh::Coordinates c = metrics.mesh.of(r);

@@ -36,6 +36,7 @@ struct StepMetrics {
   double stepSeconds = 0; ///< the slowest rank's
   double samplesPerSecond = 0;
   std::vector<double> rankStepSeconds;
+  std::vector<double> rankBusySeconds; ///< F, B, I, W and STEP time
 };
 
 struct RunMetrics {

@@ -17,8 +17,12 @@ rounds), the measured bubble (pippy-run --metrics: 1 - busy / (ranks x
 wall)), the bubble the simulator predicts on the cost model
 (pippy-opt --pippy-report after --pippy-lower-schedule), the bubble it
 predicts on the costs measured in the last round's trace (per stage and
-micro-batch: forward, whole backward, W; per message: the median SEND
-time; `--pippy-report=costs=...`), the step against 1f1b's, and the first
+micro-batch: forward, whole backward, W or a B's held weight gradients;
+per stage and step: STEP; per message: the median SEND time;
+`--pippy-report=costs=...`), the bubble it predicts replaying each of that
+trace's steps on its own action times (the costs' `actions`; what the mean
+costs cannot hold: the first backward's slower start, noise), the step
+against 1f1b's, and the first
 steps' losses, which must be the same for every kind.
 """
 import argparse
@@ -38,20 +42,28 @@ KINDS = {"gpipe": 2, "1f1b": 2, "zb-h1": 2, "interleaved-1f1b": 4,
 
 
 def measured_costs(trace, stages, microbatches, warmup):
-    """Mean costs per stage and micro-batch from a pippy-run --trace, in
-    microseconds, as --pippy-report's costs= reads them."""
+    """Mean costs per stage and micro-batch (STEP: per step) from a
+    pippy-run --trace, in microseconds, as --pippy-report's costs= reads
+    them. A B that held its weight gradients back shows as two events: the
+    second is its W share."""
     totals = collections.defaultdict(float)
+    backwards = collections.defaultdict(list)
     sends, steps = [], set()
     for e in json.load(open(trace))["traceEvents"]:
         step = e.get("args", {}).get("step", 0)
         if e.get("ph") != "X" or step <= warmup:
             continue
         steps.add(step)
-        m = re.match(r"(\d+)([A-Z_]+)", e["name"])
+        m = re.match(r"(\d+)([A-Z_]+)(\d*)", e["name"])
         stage, kind = int(m.group(1)), m.group(2)
         if kind in ("SEND_F", "SEND_B"):
             sends.append(e["dur"])
+        if kind == "B":
+            backwards[(step, stage, m.group(3))].append((e["ts"], e["dur"]))
         totals[(stage, kind)] += e["dur"]
+    for (_, stage, _), parts in backwards.items():
+        if len(parts) == 2:
+            totals[(stage, "held")] += max(parts)[1]
     per = len(steps) * microbatches
 
     def mean(stage, *kinds):
@@ -59,22 +71,70 @@ def measured_costs(trace, stages, microbatches, warmup):
 
     costs = {"forward": [mean(s, "F") for s in range(stages)],
              "backward": [mean(s, "B", "I", "W") for s in range(stages)],
-             "message": statistics.median(sends) if sends else 0}
-    weights = [mean(s, "W") for s in range(stages)]
+             "step": [totals[(s, "STEP")] / len(steps) for s in range(stages)],
+             "message": statistics.median(sends) if sends else 0,
+             "hold_weight_gradients": True}
+    weights = [mean(s, "W") + mean(s, "held") for s in range(stages)]
     costs["weight"] = [w if w > 0 else b / 2
                        for w, b in zip(weights, costs["backward"])]
     return costs
 
 
-def simulate(b, pipe, kind, M, costs=None):
-    """The simulated bubble of `kind` on `pipe`: on the cost model, or on
-    the costs file given."""
+def step_costs(trace, warmup):
+    """Per step after the warm-up ones, each compute action's and STEP's own
+    time (a held B: its two events' sum, and its second as `held`)."""
+    steps = collections.defaultdict(lambda: {"actions": {}, "held": {}})
+    for e in sorted(json.load(open(trace))["traceEvents"],
+                    key=lambda e: e.get("ts", 0)):
+        step = e.get("args", {}).get("step", 0)
+        name = e.get("name", "")
+        if e.get("ph") != "X" or step <= warmup or "SEND" in name or \
+                "RECV" in name:
+            continue
+        actions = steps[step]["actions"]
+        if name in actions:  # a B's held weight gradients
+            steps[step]["held"][name] = e["dur"]
+        actions[name] = actions.get(name, 0) + e["dur"]
+    return [steps[k] for k in sorted(steps)]
+
+
+def replayed_bubble(b, pipe, kind, M, trace, warmup, costs, work):
+    """The simulator on each traced step's own action times: 1 - busy /
+    (ranks x makespan) over those steps."""
+    busy = span = 0
+    for step in step_costs(trace, warmup):
+        path = f"{work}/replay.costs.json"
+        json.dump(dict(costs, **step), open(path, "w"))
+        sim = simulated(b, pipe, kind, M, path)
+        busy += sum(r["busy"] for r in sim["ranks"])
+        span += len(sim["ranks"]) * sim["makespan"]
+    return 1 - busy / span
+
+
+def steady_bubble(metrics, warmup):
+    """1 - busy / (ranks x wall) over the steps after the warm-up ones."""
+    steps = metrics["steps"][warmup:]
+    ranks = len(steps[0]["rank_busy_s"])
+    busy = sum(sum(s["rank_busy_s"]) for s in steps)
+    wall = max(sum(s["rank_step_time_s"][r] for s in steps)
+               for r in range(ranks))
+    return 1 - busy / (ranks * wall)
+
+
+def simulated(b, pipe, kind, M, costs=None):
+    """--pippy-report's simulation of `kind` on `pipe`: on the cost model,
+    or on the costs file given."""
     report = "--pippy-report=format=json" + (f" costs={costs}" if costs
                                               else "")
     out = sh([f"{b}/pippy-opt", pipe,
               f"--pippy-lower-schedule=schedule={kind} ranks=2 "
               f"microbatches={M}", report, "-o", "/dev/null"])
-    return json.loads(out)["schedule"]["bubble_fraction"]
+    return json.loads(out)["schedule"]
+
+
+def simulate(b, pipe, kind, M, costs=None):
+    """The simulated bubble of `kind` on `pipe`."""
+    return simulated(b, pipe, kind, M, costs)["bubble_fraction"]
 
 
 def main():
@@ -124,12 +184,12 @@ def main():
             m = json.load(open(out))
             steps = [s["step_time_s"] for s in m["steps"]][args.warmup:]
             times[label] += steps
-            bubbles[label].append(m["bubble_fraction"])
+            bubbles[label].append(steady_bubble(m, args.warmup))
             losses[label] = [s["loss"] for s in m["steps"]][:3]
             print(f"round {r + 1}/{args.rounds} {label:22s} median "
                   f"{statistics.median(steps) * 1e3:7.1f} ms  bubble "
                   f"{m['bubble_fraction']:.3f}", flush=True)
-    measured = {}
+    measured, replayed = {}, {}
     for label, kind, _ in runs:
         stages = KINDS[kind]
         name = label.replace(" ", "-")
@@ -138,19 +198,26 @@ def main():
         path = f"{w}/{name}.costs.json"
         json.dump(costs, open(path, "w"))
         measured[label] = simulate(b, f"{w}/pipe{stages}.mlir", kind, M, path)
+        replayed[label] = replayed_bubble(
+            b, f"{w}/pipe{stages}.mlir", kind, M, f"{w}/{name}.trace.json",
+            args.warmup, costs, w)
     med = {k: statistics.median(v) for k, v in times.items()}
     print(f"\n{'kind':22s} {'stages':>6s} {'median ms':>10s} {'steps':>6s} "
-          f"{'bubble':>7s} {'model':>6s} {'costs':>6s} {'vs 1f1b':>8s}  "
+          f"{'bubble':>7s} {'model':>6s} {'costs':>6s} {'replay':>6s} "
+          f"{'vs 1f1b':>8s}  "
           f"losses")
     for label, kind, _ in runs:
         print(f"{label:22s} {KINDS[kind]:6d} {med[label] * 1e3:10.1f} "
               f"{len(times[label]):6d} "
               f"{statistics.median(bubbles[label]):7.3f} "
               f"{simulated[kind]:6.3f} {measured[label]:6.3f} "
+              f"{replayed[label]:6.3f} "
               f"{med['1f1b'] / med[label]:8.3f}  "
               + " ".join(f"{x:.6f}" for x in losses[label]))
-    print("\nbubble: measured (--metrics); model: simulated on the cost "
-          "model; costs: simulated on the last round's measured costs")
+    print("\nbubble: measured (--metrics, after the warm-up steps); model: "
+          "simulated on the cost model; costs: simulated on the last round's "
+          "measured costs; replay: simulated on each of its steps' own action "
+          "times")
     same = all(v == losses["1f1b"] for v in losses.values())
     print(f"\nthe same losses on every kind: {'yes' if same else 'NO'}")
     return 0 if same else 1

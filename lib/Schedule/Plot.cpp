@@ -71,14 +71,9 @@ PlotPanel pippy::schedule::simulatedPanel(const Schedule &schedule,
   panel.title = title;
   panel.ranks = schedule.numRanks();
   panel.span = sim.makespan;
-  for (int r = 0; r < schedule.numRanks(); ++r) {
-    size_t k = 0;
-    for (const Action &a : schedule.ranks[r])
-      if (a.isCompute()) {
-        auto [start, end] = sim.times[r][k++];
-        panel.boxes.push_back({r, start, end, a});
-      }
-  }
+  for (int r = 0; r < schedule.numRanks(); ++r)
+    for (const SimulatedBox &box : sim.boxes[r])
+      panel.boxes.push_back({r, box.start, box.end, box.action});
   return panel;
 }
 

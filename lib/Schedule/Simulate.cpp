@@ -4,17 +4,22 @@
 // order, an action starting when the rank is free and, for a receive, when
 // the messages it waits for have arrived (a send's messages arrive one
 // transfer time after it starts; sends do not block). Each SEND and RECV
-// also takes the rank `message` time, which is not busy time. Gives each rank's
-// busy time, the bubble, and the most activations each rank holds at once.
+// also takes the rank `message` time, which is not busy time. With
+// `holdWeightGradients`, a B runs as pippy-run runs it (HeldGradients below).
+// Gives each rank's busy time, the bubble, its compute boxes and the most
+// activations each rank holds at once.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Peers.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/JSON.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <deque>
 #include <map>
 #include <tuple>
 
@@ -30,6 +35,8 @@ llvm::Error error(const llvm::Twine &message) {
 using Message = std::tuple<Op, int, int, int>;
 
 double computeCost(const Action &a, const StageCosts &costs) {
+  if (auto it = costs.actions.find(a.str()); it != costs.actions.end())
+    return it->second;
   int s = a.stage;
   auto at = [&](const std::vector<double> &list) {
     return s < static_cast<int>(list.size()) ? list[s] : 0.0;
@@ -43,10 +50,55 @@ double computeCost(const Action &a, const StageCosts &costs) {
     return at(costs.backward) - at(costs.weight);
   case Op::BackwardWeight:
     return at(costs.weight);
+  case Op::Step:
+    return at(costs.step);
   default:
     return 0;
   }
 }
+
+/// pippy-run's held weight gradients (runtime/Backward.cpp, Executor.cpp):
+/// on a rank without I actions, a B of a stage that sends its input
+/// gradients to another rank computes those first and holds its weight
+/// gradients. Before a F, B, I or RECV the rank computes the held ones of
+/// all but the newest micro-batch, and after a SEND_B too; before any other
+/// action but a SEND, all of them.
+struct HeldGradients {
+  struct Held {
+    Action action;
+    double cost;
+  };
+  std::vector<std::deque<Held>> ranks;
+  std::vector<bool> splits; ///< per rank, whether it has I or deferred W
+
+  HeldGradients(const Schedule &schedule) : ranks(schedule.numRanks()) {
+    for (const std::vector<Action> &actions : schedule.ranks)
+      splits.push_back(llvm::any_of(actions, [](const Action &b) {
+        return b.op == Op::BackwardInput || b.op == Op::Weight;
+      }));
+  }
+  bool holds(const Peers &peers, const StageCosts &costs, int r,
+             const Action &a) const {
+    return costs.holdWeightGradients && a.op == Op::Backward && !splits[r] &&
+           !peers.remoteIn[a.stage].empty();
+  }
+  /// How many micro-batches' held gradients may stay before `op` runs.
+  static size_t keepBefore(Op op) {
+    switch (op) {
+    case Op::SendF:
+    case Op::SendB:
+      return SIZE_MAX;
+    case Op::Forward:
+    case Op::Backward:
+    case Op::BackwardInput:
+    case Op::RecvF:
+    case Op::RecvB:
+      return 1;
+    default:
+      return 0;
+    }
+  }
+};
 
 class CostSimulation {
 public:
@@ -54,11 +106,11 @@ public:
                  const StageCosts &costs)
       : schedule(schedule), peers(schedule, topo), costs(costs),
         R(schedule.numRanks()), pc(R, 0), clock(R, 0), inflight(R, 0),
-        bytes(R, 0) {
+        bytes(R, 0), held(schedule) {
     sim.busy.assign(R, 0);
     sim.peakInflight.assign(R, 0);
     sim.peakActivationBytes.assign(R, 0);
-    sim.times.resize(R);
+    sim.boxes.resize(R);
   }
 
   Simulation run();
@@ -67,6 +119,9 @@ private:
   /// The time rank `r`'s next action can start, if it can.
   std::optional<double> startOf(int r, const Action &a);
   void finish(int r, const Action &a, double start);
+  /// Computes rank `r`'s held weight gradients, oldest first, until at
+  /// most `keep` micro-batches' remain.
+  void computeHeld(int r, size_t keep);
 
   const Schedule &schedule;
   Peers peers;
@@ -78,6 +133,7 @@ private:
   std::vector<double> bytes;
   std::map<Message, double> arrival;
   std::map<int, double> collectiveArrival; ///< rank -> when it reached it
+  HeldGradients held;
   Simulation sim;
 };
 
@@ -88,6 +144,7 @@ Simulation CostSimulation::run() {
     for (int r = 0; r < R; ++r)
       while (pc[r] < schedule.ranks[r].size()) {
         const Action &a = schedule.ranks[r][pc[r]];
+        computeHeld(r, HeldGradients::keepBefore(a.op));
         std::optional<double> start = startOf(r, a);
         if (!start)
           break;
@@ -98,12 +155,23 @@ Simulation CostSimulation::run() {
   }
   double total = 0;
   for (int r = 0; r < R; ++r) {
+    computeHeld(r, 0);
     sim.makespan = std::max(sim.makespan, clock[r]);
     total += sim.busy[r];
   }
   if (sim.makespan > 0)
     sim.bubbleFraction = 1 - total / (R * sim.makespan);
   return std::move(sim);
+}
+
+void CostSimulation::computeHeld(int r, size_t keep) {
+  while (held.ranks[r].size() > keep) {
+    const HeldGradients::Held &h = held.ranks[r].front();
+    sim.boxes[r].push_back({clock[r], clock[r] + h.cost, h.action});
+    sim.busy[r] += h.cost;
+    clock[r] += h.cost;
+    held.ranks[r].pop_front();
+  }
 }
 
 std::optional<double> CostSimulation::startOf(int r, const Action &a) {
@@ -137,16 +205,16 @@ std::optional<double> CostSimulation::startOf(int r, const Action &a) {
 void CostSimulation::finish(int r, const Action &a, double start) {
   int s = a.stage, m = a.microbatch;
   double cost = computeCost(a, costs);
-  double held = s < static_cast<int>(costs.activations.size())
-                    ? costs.activations[s]
-                    : 0.0;
+  double activation = s < static_cast<int>(costs.activations.size())
+                          ? costs.activations[s]
+                          : 0.0;
   if (a.op == Op::Forward) {
     sim.peakInflight[r] = std::max(sim.peakInflight[r], ++inflight[r]);
-    bytes[r] += held;
+    bytes[r] += activation;
     sim.peakActivationBytes[r] = std::max(sim.peakActivationBytes[r], bytes[r]);
   } else if (a.op == Op::Backward || a.op == Op::BackwardWeight) {
     --inflight[r];
-    bytes[r] -= held;
+    bytes[r] -= activation;
   } else if (a.op == Op::SendF) {
     for (int c : peers.remoteOut[s])
       arrival[{Op::SendF, s, c, m}] = start + costs.transfer;
@@ -154,12 +222,24 @@ void CostSimulation::finish(int r, const Action &a, double start) {
     for (int p : peers.remoteIn[s])
       arrival[{Op::SendB, s, p, m}] = start + costs.transfer;
   }
+  if (held.holds(peers, costs, r, a)) {
+    auto it = costs.held.find(a.str());
+    double weight = it != costs.held.end() ? it->second
+                    : s < static_cast<int>(costs.weight.size())
+                        ? costs.weight[s]
+                        : 0.0;
+    weight = std::min(cost, weight);
+    held.ranks[r].push_back({a, weight});
+    cost -= weight;
+  }
   if (a.isCompute())
-    sim.times[r].push_back({start, start + cost});
+    sim.boxes[r].push_back({start, start + cost, a});
   sim.busy[r] += cost;
   bool message = a.op == Op::SendF || a.op == Op::SendB || a.op == Op::RecvF ||
                  a.op == Op::RecvB;
   clock[r] = start + cost + (message ? costs.message : 0);
+  if (a.op == Op::SendB)
+    computeHeld(r, 1);
 }
 
 } // namespace
@@ -172,9 +252,10 @@ llvm::Error pippy::schedule::readStageCosts(llvm::StringRef json, int numStages,
   const llvm::json::Object *object = root->getAsObject();
   if (!object)
     return error("the costs must be a JSON object");
-  for (auto [key, field] : {std::pair{"forward", &costs.forward},
-                            std::pair{"backward", &costs.backward},
-                            std::pair{"weight", &costs.weight}}) {
+  for (auto [key, field] :
+       {std::pair{"forward", &costs.forward},
+        std::pair{"backward", &costs.backward},
+        std::pair{"weight", &costs.weight}, std::pair{"step", &costs.step}}) {
     const llvm::json::Value *value = object->get(key);
     if (!value)
       continue;
@@ -199,6 +280,28 @@ llvm::Error pippy::schedule::readStageCosts(llvm::StringRef json, int numStages,
         return error(llvm::Twine("costs: '") + key + "' must be a time");
       *field = *number;
     }
+  for (auto [key, field] :
+       {std::pair{"actions", &costs.actions}, std::pair{"held", &costs.held}})
+    if (const llvm::json::Value *value = object->get(key)) {
+      const llvm::json::Object *map = value->getAsObject();
+      if (!map)
+        return error(llvm::Twine("costs: '") + key +
+                     "' must map actions to times");
+      for (const auto &[name, time] : *map) {
+        std::optional<Action> action = parseAction(name);
+        std::optional<double> number = time.getAsNumber();
+        if (!action || !number || *number < 0)
+          return error(llvm::Twine("costs: '") + key + "': '" + name.str() +
+                       "' must be an action with a time");
+        (*field)[action->str()] = *number;
+      }
+    }
+  if (const llvm::json::Value *value = object->get("hold_weight_gradients")) {
+    std::optional<bool> hold = value->getAsBoolean();
+    if (!hold)
+      return error("costs: 'hold_weight_gradients' must be true or false");
+    costs.holdWeightGradients = *hold;
+  }
   return llvm::Error::success();
 }
 
@@ -216,15 +319,11 @@ std::string pippy::schedule::renderTimeline(const Schedule &schedule,
   size_t width = 1;
   for (int r = 0; r < schedule.numRanks(); ++r) {
     grid[r].assign(slots, ".");
-    size_t k = 0;
-    for (const Action &a : schedule.ranks[r]) {
-      if (!a.isCompute())
-        continue;
-      auto [start, end] = sim.times[r][k++];
-      for (int t = static_cast<int>(std::floor(start / unit + 1e-9));
-           t < slots && (t + 0.5) * unit < end; ++t)
-        grid[r][t] = a.str();
-      width = std::max(width, a.str().size());
+    for (const SimulatedBox &box : sim.boxes[r]) {
+      for (int t = static_cast<int>(std::floor(box.start / unit + 1e-9));
+           t < slots && (t + 0.5) * unit < box.end; ++t)
+        grid[r][t] = box.action.str();
+      width = std::max(width, box.action.str().size());
     }
   }
   std::string text;

@@ -27,8 +27,8 @@ using nlohmann::json;
 
 TEST(MetricsFormat, WritesEveryStepAndTheRunsFigures) {
   pippy::rt::RunMetrics metrics;
-  metrics.steps.push_back({1, 2.5, 0.25, 64.0, {0.2, 0.25}});
-  metrics.steps.push_back({2, 2.25, 0.125, 128.0, {0.125, 0.1}});
+  metrics.steps.push_back({1, 2.5, 0.25, 64.0, {0.2, 0.25}, {0.15, 0.2}});
+  metrics.steps.push_back({2, 2.25, 0.125, 128.0, {0.125, 0.1}, {0.1, 0.05}});
   metrics.bubbleFraction = 0.111;
   metrics.peakInflight = {2, 1};
   metrics.peakActivationBytes = {2048, 648};
@@ -42,7 +42,8 @@ TEST(MetricsFormat, WritesEveryStepAndTheRunsFigures) {
   EXPECT_DOUBLE_EQ(j["steps"][1]["loss"].get<double>(), 2.25);
   EXPECT_DOUBLE_EQ(j["steps"][0]["step_time_s"].get<double>(), 0.25);
   EXPECT_DOUBLE_EQ(j["steps"][0]["samples_per_s"].get<double>(), 64.0);
-  EXPECT_EQ(j["steps"][0]["rank_step_time_s"].size(), 2u);
+  EXPECT_EQ(j["steps"][0]["rank_step_time_s"], json({0.2, 0.25}));
+  EXPECT_EQ(j["steps"][1]["rank_busy_s"], json({0.1, 0.05}));
   EXPECT_DOUBLE_EQ(j["bubble_fraction"].get<double>(), 0.111);
   EXPECT_EQ(j["peak_inflight_microbatches"], json({2, 1}));
   EXPECT_EQ(j["peak_activation_bytes"], json({2048, 648}));

@@ -309,8 +309,10 @@ TEST(ScheduleKinds, SimulatedBubblesAndMemory) {
   // Looped BFS forwards every micro-batch through all its stages first.
   Simulation bfs = run(Kind::LoopedBFS, 2 * R, R, M);
   EXPECT_EQ(bfs.peakInflight[0], 2 * M);
-  // Every compute action has its times, in order.
-  EXPECT_EQ(zbv.times[0].size(), size_t(2 * 3 * M));
+  // Every compute action has its box, in time order.
+  ASSERT_EQ(zbv.boxes[0].size(), size_t(2 * 3 * M));
+  for (size_t k = 1; k < zbv.boxes[0].size(); ++k)
+    EXPECT_LE(zbv.boxes[0][k - 1].end, zbv.boxes[0][k].start);
 }
 
 TEST(ScheduleKinds, MeasuredCostsAndMessages) {
@@ -343,4 +345,53 @@ TEST(ScheduleKinds, MeasuredCostsAndMessages) {
   EXPECT_EQ(a.busy, b.busy);
   EXPECT_GT(b.makespan, a.makespan);
   EXPECT_GT(b.bubbleFraction, a.bubbleFraction);
+}
+
+TEST(ScheduleKinds, HeldWeightGradientsAndSteps) {
+  // 1F1B on 2 ranks, 4 micro-batches, F = 1, B = 2: the textbook timeline
+  // ends at 15. As pippy-run runs it, stage 1 sends each input gradient
+  // after 1 and computes the weight gradients of the micro-batch before it
+  // after that send (the last one's at the end): stage 0's backwards start
+  // at 3, 6, 9 and 11, and the step ends at 13.
+  Topology topo = Topology::chain(2);
+  llvm::Expected<Schedule> s = generate(Kind::OneFOneB, topo, 2, 4);
+  ASSERT_TRUE(static_cast<bool>(s));
+  StageCosts costs = unitCosts(2);
+  EXPECT_EQ(simulate(*s, topo, costs).makespan, 15);
+  ASSERT_FALSE(static_cast<bool>(readStageCosts(
+      R"({"hold_weight_gradients": true, "step": [0.5, 0.25]})", 2, costs)));
+  ASSERT_TRUE(costs.holdWeightGradients);
+  Simulation held = simulate(*s, topo, costs);
+  std::vector<std::string> rank0, rank1;
+  for (const SimulatedBox &box : held.boxes[0])
+    rank0.push_back(box.action.str() + "@" + std::to_string(int(box.start)));
+  for (const SimulatedBox &box : held.boxes[1])
+    if (box.end - box.start == 1 && box.action.op == Op::Backward)
+      rank1.push_back(box.action.str() + "@" + std::to_string(int(box.start)));
+  EXPECT_EQ(rank0,
+            (std::vector<std::string>{"0F0@0", "0F1@1", "0B0@3", "0F2@5",
+                                      "0B1@6", "0F3@8", "0B2@9", "0B3@11"}));
+  // Each of stage 1's B is two boxes: its input gradients, then (later)
+  // its weight gradients.
+  EXPECT_EQ(rank1,
+            (std::vector<std::string>{"1B0@2", "1B1@4", "1B0@5", "1B2@7",
+                                      "1B1@8", "1B3@10", "1B2@11", "1B3@12"}));
+  // Each rank's STEP adds its cost to its busy time and its clock.
+  EXPECT_EQ(held.busy, (std::vector<double>{12.5, 12.25}));
+  EXPECT_EQ(held.makespan, 13.5);
+  // A replayed step's own costs: stage 1's last B takes 3, of which 2 are
+  // its held weight gradients, computed last.
+  ASSERT_FALSE(static_cast<bool>(readStageCosts(
+      R"({"actions": {"1B3": 3}, "held": {"1B3": 2}})", 2, costs)));
+  Simulation replayed = simulate(*s, topo, costs);
+  EXPECT_EQ(replayed.busy, (std::vector<double>{12.5, 13.25}));
+  EXPECT_EQ(replayed.makespan, 14.25);
+  EXPECT_EQ(replayed.boxes[1].back().start, 12);
+  StageCosts bad = unitCosts(2);
+  EXPECT_NE(errorText(readStageCosts(R"({"actions": {"1X3": 1}})", 2, bad))
+                .find("'1X3' must be an action with a time"),
+            std::string::npos);
+  EXPECT_NE(errorText(readStageCosts(R"({"hold_weight_gradients": 1})", 2, bad))
+                .find("'hold_weight_gradients' must be true or false"),
+            std::string::npos);
 }

@@ -42,6 +42,7 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -169,18 +170,38 @@ struct StageCosts {
   std::vector<double> forward, backward; ///< backward: the whole of it
   std::vector<double> weight;      ///< W's share of backward (I is the rest)
   std::vector<double> activations; ///< bytes per micro-batch, or empty
+  std::vector<double> step;        ///< each stage's STEP (optimizer), or empty
   double transfer = 0;             ///< a message's flight between ranks
   /// The rank's own time per SEND or RECV action (packing, the transport's
   /// calls): neither compute nor idle waiting, but it delays the rank.
   double message = 0;
+  /// Whether a whole backward (B) runs as pippy-run runs it on a rank whose
+  /// schedule has no I actions: a stage that sends input gradients to
+  /// another rank computes them first (backward - weight) and holds its
+  /// weight gradients (weight) back until the rank's next send of
+  /// gradients, keeping at most one micro-batch's held (runtime/Backward.cpp).
+  /// Off, a B is one piece, as the schedules' papers count it.
+  bool holdWeightGradients = false;
+  /// Per action (`1F3`, `0STEP`), its own cost, replacing its stage's: a
+  /// traced step replayed. A held B's is its whole; `held` its W share.
+  std::map<std::string, double> actions, held;
 };
 
 /// Reads measured costs written as JSON, `{"forward": [per stage],
-/// "backward": [...], "weight": [...], "message": x, "transfer": y}` (any
-/// unit of time, every field optional), over `costs`: the fields given
-/// replace the ones there. A list must have one entry per stage.
+/// "backward": [...], "weight": [...], "step": [...], "message": x,
+/// "transfer": y, "hold_weight_gradients": true, "actions": {"1F3": x},
+/// "held": {"1B3": y}}` (any unit of time, every field optional), over `costs`:
+/// the fields given replace the ones there. A list must have one entry per
+/// stage.
 llvm::Error readStageCosts(llvm::StringRef json, int numStages,
                            StageCosts &costs);
+
+/// One stretch of compute on a rank: an action, or (a B's held weight
+/// gradients) the rest of one.
+struct SimulatedBox {
+  double start = 0, end = 0;
+  Action action{Op::Forward};
+};
 
 /// Predicted run of a checked schedule: each action starts as soon as its
 /// rank is free and its messages have arrived.
@@ -191,8 +212,9 @@ struct Simulation {
                                  ///< activations held at once
   std::vector<double> peakActivationBytes; ///< per rank
   double bubbleFraction = 0; ///< 1 - sum(busy) / (ranks x makespan)
-  /// Per rank, each compute action's (start, end), in list order.
-  std::vector<std::vector<std::pair<double, double>>> times;
+  /// Per rank, its compute in time order: each F, B, I, W and STEP, and a
+  /// held B's weight gradients as a second box of that B.
+  std::vector<std::vector<SimulatedBox>> boxes;
 };
 Simulation simulate(const Schedule &schedule, const Topology &topo,
                     const StageCosts &costs);
