@@ -225,7 +225,7 @@ void RankRunner::backwardInputs(StageRun &run, MicroBatch &mb,
 void RankRunner::weightGradients() {
   if (linears.empty())
     return;
-  Clock::time_point begin = Clock::now();
+  ActionClock::Mark begin = times.mark();
   for (size_t l = 0; l < linears.size(); ++l) {
     if (linearGrads[l].empty())
       continue;
@@ -252,12 +252,10 @@ void RankRunner::weightGradients() {
     linearInputs[l].clear();
     linearGrads[l].clear();
   }
-  Clock::time_point end = Clock::now();
-  double seconds = std::chrono::duration<double>(end - begin).count();
-  if (!options.tracePath.empty()) // inside W or STEP, both busy
-    events.push_back(
-        {exe::actionText(exe::ActionKind::Weight, stages[0].plan->stage, 0),
-         micros(begin), seconds * 1e6, currentStep});
+  // Inside W or STEP, whose time is busy already.
+  times.close(
+      begin, exe::actionText(exe::ActionKind::Weight, stages[0].plan->stage, 0),
+      ActionClock::Counts::TraceOnly, currentStep);
 }
 
 /// An input that the IR says gets no gradient must not get one from
@@ -278,16 +276,14 @@ void RankRunner::checkNoGradient(const HeldStage &stage, unsigned input,
 void RankRunner::addHeldWeightGradients(size_t keep) {
   while (heldWeightGrads.size() > keep) {
     HeldWeightGradients &held = heldWeightGrads.front();
-    Clock::time_point begin = Clock::now();
+    ActionClock::Mark begin = times.mark();
     held.queue.run();
-    double seconds =
-        std::chrono::duration<double>(Clock::now() - begin).count();
-    busySeconds += seconds;
-    backwardSeconds += seconds;
-    if (!options.tracePath.empty())
-      events.push_back({exe::actionText(exe::ActionKind::Backward, held.stage,
-                                        held.microbatch),
-                        micros(begin), seconds * 1e6, currentStep});
+    backwardSeconds +=
+        std::chrono::duration<double>(Clock::now() - begin.host).count();
+    times.close(
+        begin,
+        exe::actionText(exe::ActionKind::Backward, held.stage, held.microbatch),
+        ActionClock::Counts::Both, currentStep);
     heldWeightGrads.pop_front();
   }
 }

@@ -2,11 +2,16 @@
 
 #include "Device.h"
 
+#include "pippy/Runtime/MemoryMeter.h"
 #include "pippy/Runtime/Program.h"
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/cuda.h>
 #include <torch/version.h>
+
+#ifdef PIPPY_TORCH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
 
 namespace pippy::rt {
 
@@ -42,6 +47,30 @@ void useDevice(const at::Device &device) {
   if (device.is_cpu())
     return;
   c10::impl::getDeviceGuardImpl(device.type())->setDevice(device);
+}
+
+#ifdef PIPPY_TORCH_CUDA
+/// The CUDA caching allocator's bytes of tensors on `device` (all pools).
+static auto allocatedOn(const at::Device &device) {
+  return c10::cuda::CUDACachingAllocator::getDeviceStats(device.index())
+      .allocated_bytes[0];
+}
+#endif
+
+int64_t liveBytes(const at::Device &device) {
+#ifdef PIPPY_TORCH_CUDA
+  if (device.is_cuda())
+    return allocatedOn(device).current;
+#endif
+  return liveCpuBytes();
+}
+
+std::optional<int64_t> peakDeviceBytes(const at::Device &device) {
+#ifdef PIPPY_TORCH_CUDA
+  if (device.is_cuda())
+    return allocatedOn(device).peak;
+#endif
+  return std::nullopt;
 }
 
 at::Tensor onDevice(const at::Tensor &tensor, const at::Device &device) {

@@ -36,6 +36,14 @@ Backend backendFor(const RunOptions &options, const at::Device &device);
 /// and CUDA's runtime); nothing for the CPU.
 void useDevice(const at::Device &device);
 
+/// Bytes of tensors on `device` now: the CPU's counting allocator's
+/// (MemoryMeter.h, when installed) or, in a CUDA libtorch, its CUDA caching
+/// allocator's (PIPPY_TORCH_CUDA).
+int64_t liveBytes(const at::Device &device);
+/// The most bytes of tensors a GPU held since the run started; none for the
+/// CPU or where this libtorch has no CUDA.
+std::optional<int64_t> peakDeviceBytes(const at::Device &device);
+
 /// `tensor` (host memory) on `device`: through pinned memory, without
 /// blocking the host; the tensor itself on the CPU.
 at::Tensor onDevice(const at::Tensor &tensor, const at::Device &device);

@@ -74,7 +74,9 @@ RankRunner::RankRunner(const RunOptions &options, const Rendezvous &rdzv,
       rank(mesh.of(rdzv.rank).pipelineRank),
       tensorRank(mesh.of(rdzv.rank).tensorRank),
       device(rankDevice(options.device, rdzv.localRank)),
-      prefixOwnLines(!std::getenv("PIPPY_LAUNCHED")) {}
+      prefixOwnLines(!std::getenv("PIPPY_LAUNCHED")), times(device) {
+  times.setTracing(!options.tracePath.empty());
+}
 
 StageRun &RankRunner::stageRun(int stage) {
   for (StageRun &run : stages)
@@ -216,7 +218,7 @@ void RankRunner::connect() {
     tiedComms.push_back({tied.name, std::move(group)});
   }
   comm->barrier(where() + ": waiting for every rank to start");
-  epoch = Clock::now();
+  times.startEpoch();
 }
 
 void RankRunner::train() {
@@ -252,7 +254,7 @@ void RankRunner::train() {
       backwardSeconds = 0;
     }
     Clock::time_point start = Clock::now();
-    double busyBefore = busySeconds;
+    double busyBefore = times.busySeconds();
     currentStep = step;
     releaseGradients(trainable);
     stepLoss = 0;
@@ -268,7 +270,9 @@ void RankRunner::train() {
         reduceStage(reduceAfter[i]);
     }
     addHeldWeightGradients();
+    waitReceives();
     sumStepLoss();
+    times.settle(); // after the loss was read: the device is done
     cursor = (cursor + stepMicrobatches() * mbRows) % data->rows();
     double seconds =
         std::chrono::duration<double>(Clock::now() - start).count();
@@ -282,13 +286,26 @@ void RankRunner::train() {
     }
     history.losses.push_back(stepLoss);
     history.seconds.push_back(seconds);
-    history.busySeconds.push_back(busySeconds - busyBefore);
+    history.busySeconds.push_back(times.busySeconds() - busyBefore);
     if (options.checkpointEvery > 0 && !options.checkpointDir.empty() &&
         step % options.checkpointEvery == 0)
       checkpoint(*optimizer, step, cursor);
   }
   optimizerBytes = optimizerStateBytes(*optimizer, optimized);
   finish(firstStep, history);
+}
+
+/// The step's receives, which its RECV actions left to the device
+/// (CommHandle::waitOnDevice): waited on the host before it reads the
+/// step's loss, so that a lost peer is reported within the timeout.
+void RankRunner::waitReceives() {
+  for (StageRun &run : stages)
+    for (MicroBatch &mb : run.mbs) {
+      for (CommHandlePtr &h : mb.recvF)
+        h->wait();
+      for (CommHandlePtr &h : mb.recvB)
+        h->wait();
+    }
 }
 
 /// "schedule 1f1b, 4 micro-batches of 2 rows, 2 stages on 2 ranks", and the
@@ -331,15 +348,15 @@ void RankRunner::runAction(const ScheduledAction &action, int step,
   default: // the weight gradients must be complete
     addHeldWeightGradients();
   }
-  Clock::time_point begin = Clock::now();
+  ActionClock::Mark begin = times.mark();
   int m = action.microbatch;
   StageRun &run = stageRun(action.stage);
   switch (action.kind) {
   case K::Forward: {
-    int64_t before = liveCpuBytes();
+    int64_t before = liveBytes(device);
     forward(run, m, cursor + globalMicrobatch(m) * plan.microbatchRows(),
             /*training=*/true);
-    int64_t kept = liveCpuBytes() - before;
+    int64_t kept = liveBytes(device) - before;
     addStepLoss(run.mbs[m].loss); // after the count: it is no activation
     forwardBytes[{action.stage, m}] = kept;
     activationBytes += kept;
@@ -357,7 +374,7 @@ void RankRunner::runAction(const ScheduledAction &action, int step,
     else
       backwardWeight(run, m);
     backwardSeconds +=
-        std::chrono::duration<double>(Clock::now() - begin).count();
+        std::chrono::duration<double>(Clock::now() - begin.host).count();
     if (action.kind != K::BackwardInput) {
       --inflight;
       activationBytes -= forwardBytes[{action.stage, m}];
@@ -368,14 +385,14 @@ void RankRunner::runAction(const ScheduledAction &action, int step,
     break;
   case K::RecvF:
     for (CommHandlePtr &h : run.mbs[m].recvF)
-      h->wait();
+      h->waitOnDevice();
     break;
   case K::SendB:
     sendBackward(run, m);
     break;
   case K::RecvB:
     for (CommHandlePtr &h : run.mbs[m].recvB)
-      h->wait();
+      h->waitOnDevice();
     break;
   case K::Weight:
     weightGradients();
@@ -435,12 +452,12 @@ void RankRunner::infer() {
       MicroBatch &mb = run.mbs[m];
       int stage = run.plan->stage;
       if (!mb.recvF.empty()) {
-        Clock::time_point begin = Clock::now();
+        ActionClock::Mark begin = times.mark();
         for (CommHandlePtr &h : mb.recvF)
           h->wait();
         record({exe::ActionKind::RecvF, stage, m}, begin);
       }
-      Clock::time_point begin = Clock::now();
+      ActionClock::Mark begin = times.mark();
       forward(run, m, globalMicrobatch(m) * mbRows, /*training=*/false);
       if (run.plan->holdsOutput) {
         std::vector<c10::IValue> results;
@@ -451,13 +468,14 @@ void RankRunner::infer() {
       record({exe::ActionKind::Forward, stage, m}, begin);
       if (std::any_of(run.plan->sendEdges.begin(), run.plan->sendEdges.end(),
                       [](const Edge &e) { return !e.local; })) {
-        begin = Clock::now();
+        begin = times.mark();
         sendForward(run, m);
         record({exe::ActionKind::SendF, stage, m}, begin);
       }
       mb.outputs.clear();
     }
   waitSends();
+  times.settle();
   // Replica 0 writes every replica's rows, in the data's order.
   if (plan.holdsOutput() && tensorRank == 0) {
     outputs = gatherOutputs(std::move(outputs), total);

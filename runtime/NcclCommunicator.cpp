@@ -142,6 +142,18 @@ public:
       view->copyOut();
   }
   bool isCompleted() override { return done || handle.isCompleted(); }
+  /// A device tensor's operation: libtorch's stream waits for it on the
+  /// device; a staged host tensor needs the host to copy it out.
+  void waitOnDevice() override {
+    if (done || !view || view->staged)
+      return wait();
+    try {
+      handle.orderBefore(cudaStreamLegacy);
+    } catch (const nccl::NcclError &e) {
+      done = true;
+      throw CommError(e.what());
+    }
+  }
 
 private:
   nccl::Handle handle;

@@ -24,6 +24,7 @@
 #ifndef PIPPY_RUNTIME_RANK_H
 #define PIPPY_RUNTIME_RANK_H
 
+#include "ActionClock.h"
 #include "DataParallel.h"
 #include "Dataset.h"
 #include "Reports.h"
@@ -92,6 +93,7 @@ private:
   void connect();
   void train();
   void infer();
+  void waitReceives();
   StageRun &stageRun(int stage);
   // Actions.cpp: the actions.
   void postReceives(StageRun &run, bool training);
@@ -158,8 +160,7 @@ private:
   at::Tensor wholeParameter(const std::string &name, const at::Tensor &value);
 
   // Reporting.cpp
-  void record(const ScheduledAction &action, Clock::time_point begin);
-  double micros(Clock::time_point t) const;
+  void record(const ScheduledAction &action, const ActionClock::Mark &begin);
   void printLine(const std::string &line);
   void printRank0(const std::string &line);
   std::vector<std::string> gatherStrings(const std::string &mine, int tagBase);
@@ -243,7 +244,6 @@ private:
   double backwardSeconds = 0;
   double stepLoss = 0;
   at::Tensor stepLossSum; ///< the step's micro-batch losses so far (device)
-  double busySeconds = 0;
   int peakInflight = 0;
   /// What each in-flight (stage, micro-batch)'s forward left allocated,
   /// their sum now, and the sum's peak (MemoryMeter.h; for --metrics).
@@ -251,8 +251,8 @@ private:
   int64_t activationBytes = 0, peakActivationBytes = 0;
   /// The optimizer state this rank holds after its last step (--metrics).
   int64_t optimizerBytes = 0;
-  Clock::time_point epoch = Clock::now();
-  std::vector<TraceEvent> events;
+  /// The actions' times: busy time and the trace (ActionClock.h).
+  ActionClock times;
 };
 
 } // namespace pippy::rt

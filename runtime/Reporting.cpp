@@ -9,6 +9,7 @@
 
 #include "Rank.h"
 
+#include "Device.h"
 #include "Reports.h"
 #include "TensorFile.h"
 
@@ -21,22 +22,20 @@
 
 namespace pippy::rt {
 
+/// An action's time: busy for compute (F, B, I, W, STEP and the deferred
+/// weights' W, which traces its own event), traced for all others.
 void RankRunner::record(const ScheduledAction &action,
-                        Clock::time_point begin) {
+                        const ActionClock::Mark &begin) {
   using K = exe::ActionKind;
-  Clock::time_point end = Clock::now();
-  double duration = std::chrono::duration<double>(end - begin).count();
-  if (action.kind == K::Forward || action.kind == K::Backward ||
-      action.kind == K::BackwardInput || action.kind == K::BackwardWeight ||
-      action.kind == K::Step || action.kind == K::Weight)
-    busySeconds += duration;
-  if (!options.tracePath.empty() && action.kind != K::Weight)
-    events.push_back(
-        {action.text(), micros(begin), duration * 1e6, currentStep});
-}
-
-double RankRunner::micros(Clock::time_point t) const {
-  return std::chrono::duration<double, std::micro>(t - epoch).count();
+  using Counts = ActionClock::Counts;
+  Counts counts = Counts::TraceOnly;
+  if (action.kind == K::Weight)
+    counts = Counts::Busy;
+  else if (action.kind == K::Forward || action.kind == K::Backward ||
+           action.kind == K::BackwardInput ||
+           action.kind == K::BackwardWeight || action.kind == K::Step)
+    counts = Counts::Both;
+  times.close(begin, action.text(), counts, currentStep);
 }
 
 void RankRunner::printLine(const std::string &line) {
@@ -84,7 +83,7 @@ std::vector<std::string> RankRunner::gatherStrings(const std::string &mine,
 /// rank of the world, then replica 0 writes metrics, the trace, the profile
 /// and the weights. A step's time is the slowest rank's.
 void RankRunner::finish(int firstStep, const StepHistory &history) {
-  constexpr int kStats = 8;
+  constexpr int kStats = 9;
   int W = rdzv.worldSize, me = rdzv.rank;
   int64_t n = static_cast<int64_t>(history.seconds.size());
   int64_t gradientBytes = 0;
@@ -92,17 +91,19 @@ void RankRunner::finish(int firstStep, const StepHistory &history) {
     if (p.grad().defined())
       gradientBytes += p.numel() * static_cast<int64_t>(p.element_size());
   at::Tensor stats = at::zeros({kStats * W}, at::kDouble);
-  double perRank[kStats] = {busySeconds,
-                            history.wallSeconds,
-                            static_cast<double>(peakInflight),
-                            static_cast<double>(peakActivationBytes),
-                            reducer
-                                ? static_cast<double>(reducer->bytesReduced()) /
-                                      std::max<int64_t>(n, 1)
-                                : 0.0,
-                            static_cast<double>(gradientBytes),
-                            reducer ? reducer->waitSeconds() : 0.0,
-                            static_cast<double>(optimizerBytes)};
+  times.settle();
+  double perRank[kStats] = {
+      times.busySeconds(),
+      history.wallSeconds,
+      static_cast<double>(peakInflight),
+      static_cast<double>(peakActivationBytes),
+      reducer ? static_cast<double>(reducer->bytesReduced()) /
+                    std::max<int64_t>(n, 1)
+              : 0.0,
+      static_cast<double>(gradientBytes),
+      reducer ? reducer->waitSeconds() : 0.0,
+      static_cast<double>(optimizerBytes),
+      static_cast<double>(peakDeviceBytes(device).value_or(-1))};
   for (int i = 0; i < kStats; ++i)
     stats[kStats * me + i] = perRank[i];
   // Per rank and step: its time ([0]) and its busy time ([1]).
@@ -146,6 +147,8 @@ void RankRunner::finish(int firstStep, const StepHistory &history) {
     metrics.gradientBytes.push_back(static_cast<int64_t>(stat(r, 5)));
     metrics.dpWaitSeconds.push_back(stat(r, 6));
     metrics.optimizerStateBytes.push_back(static_cast<int64_t>(stat(r, 7)));
+    if (stat(r, 8) >= 0) // a GPU's
+      metrics.peakDeviceBytes.push_back(static_cast<int64_t>(stat(r, 8)));
   }
   metrics.bubbleFraction = wall > 0 ? 1 - busy / (W * wall) : 0;
   if (reports()) {
@@ -165,7 +168,7 @@ void RankRunner::finish(int firstStep, const StepHistory &history) {
 /// action text form.
 void RankRunner::writeTrace() {
   std::vector<std::string> all =
-      gatherStrings(traceEventsJson(rank, events), 0x7fff0000);
+      gatherStrings(traceEventsJson(rank, times.events()), 0x7fff0000);
   if (rank != 0)
     return;
   std::vector<std::vector<int>> stagesOfRank(plan.numRanks);

@@ -45,6 +45,8 @@ std::string metricsJson(const RunMetrics &metrics) {
                   {{"dp", metrics.mesh.dp},
                    {"pp", metrics.mesh.pp},
                    {"ranks", std::move(coordinates)}}}};
+  if (!metrics.peakDeviceBytes.empty())
+    result["peak_device_memory_bytes"] = metrics.peakDeviceBytes;
   if (metrics.mesh.dp > 1) {
     result["dp_allreduce_bytes_per_step"] = metrics.dpReducedBytesPerStep;
     result["gradient_bytes"] = metrics.gradientBytes;

@@ -45,8 +45,11 @@ struct RunMetrics {
   std::vector<int64_t> peakInflight; ///< per rank
   /// Per rank: the most bytes the forwards of in-flight micro-batches left
   /// allocated at once (what each forward allocated and did not free before
-  /// its backward), measured by the CPU allocator.
+  /// its backward), measured by the allocator of the rank's device.
   std::vector<int64_t> peakActivationBytes;
+  /// Per rank on GPUs: the most bytes of tensors its GPU held at once
+  /// (libtorch's CUDA caching allocator); empty on CPUs.
+  std::vector<int64_t> peakDeviceBytes;
   std::vector<double> busySeconds; ///< per rank
   std::string schedule;
   std::string dtype = "f32"; ///< --dtype

@@ -11,7 +11,9 @@
 # 2. (a) gpt, transformer, resnet and unet train on one rank on the device,
 #        compared with PyTorch eager training the same model there (TF32
 #        off, cuDNN deterministic): step-1 gradients, 3 losses and the final
-#        weights within 1e-5 of their scale (test/models/device_check.py);
+#        weights within 1e-5 of their scale (test/models/device_check.py),
+#        and --metrics' busy times within each step's time and equal to the
+#        traced compute (CUDA events on a GPU), its GPU memory peak set;
 #    (b) the same on two ranks sharing the device through --backend gloo;
 #    (c) with two or more GPUs, gpt on two ranks through NCCL; on any GPU,
 #        NCCL's self-test (runtime/nccl/device-check.sh);

@@ -104,6 +104,15 @@ bool Handle::isCompleted() {
   return cudaEventQuery(event) != cudaErrorNotReady;
 }
 
+void Handle::orderBefore(cudaStream_t stream) {
+  if (inGroup)
+    throw NcclError(what + ": issued inside a group; order after the handle "
+                           "that groupEnd returns");
+  if (event)
+    cudaCheck(cudaStreamWaitEvent(stream, event, 0),
+              what + ": cudaStreamWaitEvent");
+}
+
 void Handle::wait() {
   if (inGroup)
     throw NcclError(what + ": issued inside a group; wait on the handle that "

@@ -79,6 +79,9 @@ public:
   /// Whether the operation is done, without blocking (a failed one counts
   /// as done: wait() then throws).
   bool isCompleted();
+  /// Makes `stream` wait for the operation on the device, without blocking
+  /// the host (wait() still reports how it ended).
+  void orderBefore(cudaStream_t stream);
 
   static constexpr std::chrono::microseconds spinLimit{200};
 

@@ -47,6 +47,11 @@ TEST(MetricsFormat, WritesEveryStepAndTheRunsFigures) {
   EXPECT_DOUBLE_EQ(j["bubble_fraction"].get<double>(), 0.111);
   EXPECT_EQ(j["peak_inflight_microbatches"], json({2, 1}));
   EXPECT_EQ(j["peak_activation_bytes"], json({2048, 648}));
+  EXPECT_FALSE(j.contains("peak_device_memory_bytes")); // CPU ranks
+  metrics.peakDeviceBytes = {1 << 30, 3 << 29};
+  EXPECT_EQ(
+      json::parse(pippy::rt::metricsJson(metrics))["peak_device_memory_bytes"],
+      json({1 << 30, 3 << 29}));
   EXPECT_EQ(j["schedule"], "1f1b");
   EXPECT_EQ(j["dtype"], "bf16");
   EXPECT_EQ(j["ranks"], 2);

@@ -15,13 +15,16 @@ TF32 off and cuDNN's deterministic algorithms; pippy-run trains EXE_DIR
 (lowered for the generator's micro-batches, on as many ranks as it holds
 executables) on the same device with --allow-tf32 off. The step-1
 gradients, the losses and the final weights are compared as compare.py
-compares them (1e-5 of each tensor's scale, losses 1e-5 relative). Exits
-non-zero if anything differs.
+compares them (1e-5 of each tensor's scale, losses 1e-5 relative). The
+run's --metrics and --trace must agree: each step's busy time per rank is
+within its step time and is the sum of its traced compute, and on a GPU the
+metrics hold the device's peak memory. Exits non-zero if anything differs.
 """
 import glob
 import importlib
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -50,6 +53,35 @@ def write_inputs(name, model, data_inputs, targets, work):
     data["target"] = targets
     st.save(base + ".data.safetensors", data)
     return base
+
+
+def check_times(metrics, trace, device):
+    """The busy times of --metrics against the steps' times and the traced
+    compute (F, B, I, W and STEP events; on a GPU, times of CUDA events)."""
+    compute = re.compile(r"\d+(?:[FBIW]\d+|STEP)$")
+    traced = {}
+    for e in json.load(open(trace))["traceEvents"]:
+        if e.get("ph") == "X" and compute.match(e["name"]):
+            key = (e["args"]["step"], e["pid"])
+            traced[key] = traced.get(key, 0) + e["dur"] * 1e-6
+    ok = True
+    for s in metrics["steps"]:
+        for r, (busy, wall) in enumerate(zip(s["rank_busy_s"],
+                                             s["rank_step_time_s"])):
+            summed = traced.get((s["step"], r), 0)
+            if not (0 < busy <= wall and abs(summed - busy) <= 1e-6 +
+                    1e-3 * busy):
+                print(f"MISMATCH step {s['step']} rank {r}: busy {busy:.6f} "
+                      f"s, step {wall:.6f} s, traced compute {summed:.6f} s")
+                ok = False
+    peaks = metrics.get("peak_device_memory_bytes")
+    if device == "cuda" and not (peaks and all(p > 0 for p in peaks)):
+        print(f"MISMATCH: peak_device_memory_bytes {peaks} on a GPU")
+        ok = False
+    print(f"times    busy within each step and equal to the traced compute: "
+          f"{'yes' if ok else 'NO'}; peak device memory {peaks}, "
+          f"activations {metrics['peak_activation_bytes']}")
+    return ok
 
 
 def main():
@@ -86,6 +118,7 @@ def main():
            "--data", base + ".data.safetensors", "--steps", str(steps),
            "--loss", loss, "--optimizer", "sgd", "--lr", str(lr),
            "--timeout", "120", "--metrics", base + ".metrics.json",
+           "--trace", base + ".trace.json",
            "--save-grads", base + ".pippy-grads.safetensors",
            "--save-weights", base + ".pippy-final.safetensors"]
     if backend:
@@ -104,6 +137,7 @@ def main():
     ok &= compare.check_losses([s["loss"] for s in metrics["steps"]], losses)
     ok &= compare.compare_tensors(
         "weights", st.load(base + ".pippy-final.safetensors")[0], final)
+    ok &= check_times(metrics, base + ".trace.json", device)
     return 0 if ok else 1
 
 

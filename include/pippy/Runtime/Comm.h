@@ -45,6 +45,12 @@ public:
   virtual void wait() = 0;
   /// Whether the operation is done (or failed), without blocking.
   virtual bool isCompleted() = 0;
+  /// Orders the rank's later computation after the operation. Where the
+  /// engine can (NCCL on a GPU tensor) the device waits and the host goes
+  /// on, and wait() must still be called before the host reads what the
+  /// device computed (it reports failures and timeouts); elsewhere it is
+  /// wait().
+  virtual void waitOnDevice() { wait(); }
 };
 using CommHandlePtr = std::shared_ptr<CommHandle>;
 
