@@ -98,6 +98,7 @@ recordedSchedule(PipelineOp pipeline, const sched::Topology &topo) {
 sched::StageCosts costModelCosts(PipelineOp pipeline) {
   sched::StageCosts costs;
   costs.holdWeightGradients = true; // what pippy-run does
+  costs.fillWaits = true;
   for (StageOp stage : pipeline.getStages()) {
     StageRow row = measureStage(stage);
     double forward = static_cast<double>(row.predicted());

@@ -65,6 +65,14 @@ void setThreads(int threads) {
 
 } // namespace
 
+static std::vector<exe::EarlyWeights::Step>
+earlySteps(const std::vector<ScheduledAction> &actions) {
+  std::vector<exe::EarlyWeights::Step> steps;
+  for (const ScheduledAction &a : actions)
+    steps.push_back({a.kind, a.stage, a.microbatch});
+  return steps;
+}
+
 RankRunner::RankRunner(const RunOptions &options, const Rendezvous &rdzv,
                        LoadedExecutable loaded)
     : options(options), rdzv(rdzv), executable(std::move(loaded)),
@@ -74,7 +82,8 @@ RankRunner::RankRunner(const RunOptions &options, const Rendezvous &rdzv,
       rank(mesh.of(rdzv.rank).pipelineRank),
       tensorRank(mesh.of(rdzv.rank).tensorRank),
       device(rankDevice(options.device, rdzv.localRank)),
-      prefixOwnLines(!std::getenv("PIPPY_LAUNCHED")), times(device) {
+      prefixOwnLines(!std::getenv("PIPPY_LAUNCHED")),
+      early(earlySteps(plan.actions)), times(device) {
   times.setTracing(!options.tracePath.empty());
 }
 
@@ -264,8 +273,12 @@ void RankRunner::train() {
       postReceives(run, /*training=*/true);
     }
     int inflight = 0;
+    early.reset();
     for (size_t i = 0; i < plan.actions.size(); ++i) {
-      runAction(plan.actions[i], step, cursor, inflight, *optimizer);
+      if (!early.wasRunEarly(i)) {
+        fillWait(i, step, cursor, inflight, *optimizer);
+        runAction(plan.actions[i], step, cursor, inflight, *optimizer);
+      }
       if (!reduceAfter.empty() && reduceAfter[i] >= 0)
         reduceStage(reduceAfter[i]);
     }
@@ -293,6 +306,32 @@ void RankRunner::train() {
   }
   optimizerBytes = optimizerStateBytes(*optimizer, optimized);
   finish(firstStep, history);
+}
+
+/// --fill-waits: before action `next`, a receive whose message has not
+/// come, the rank computes the W's that EarlyWeights allows, one at a
+/// time, while the message is still missing.
+void RankRunner::fillWait(size_t next, int step, int64_t cursor, int &inflight,
+                          ::torch::optim::Optimizer &optimizer) {
+  using K = exe::ActionKind;
+  const ScheduledAction &action = plan.actions[next];
+  if (!options.fillWaits ||
+      (action.kind != K::RecvF && action.kind != K::RecvB))
+    return;
+  MicroBatch &mb = stageRun(action.stage).mbs[action.microbatch];
+  std::vector<CommHandlePtr> &handles =
+      action.kind == K::RecvF ? mb.recvF : mb.recvB;
+  auto arrived = [&] {
+    return std::all_of(handles.begin(), handles.end(),
+                       [](const CommHandlePtr &h) { return h->isCompleted(); });
+  };
+  while (!arrived()) {
+    std::optional<size_t> w = early.pick(next);
+    if (!w)
+      return;
+    runAction(plan.actions[*w], step, cursor, inflight, optimizer);
+    early.ranEarly(*w);
+  }
 }
 
 /// The step's receives, which its RECV actions left to the device

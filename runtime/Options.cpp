@@ -327,6 +327,11 @@ const std::vector<Option> &options() {
        "shared memory (default; with --backend gloo on one node); =false "
        "sends them through Gloo",
        flag(&RunOptions::sharedMemory)},
+      {"fill-waits", nullptr,
+       "a rank about to wait for a message computes a weight gradient (W) "
+       "that its schedule puts later, whose input gradients are done "
+       "(default; the same bits); =false keeps the schedule's order",
+       flag(&RunOptions::fillWaits)},
       {"allow-tf32", nullptr,
        "let CUDA matrix products and convolutions round float32 to TF32 "
        "(off by default: float32 stays float32 on every device)",

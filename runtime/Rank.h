@@ -30,6 +30,7 @@
 #include "Reports.h"
 #include "StagePlan.h"
 
+#include "pippy/Executable/EarlyWeights.h"
 #include "pippy/Runtime/Comm.h"
 #include "pippy/Runtime/Mesh.h"
 #include "pippy/Runtime/Options.h"
@@ -94,6 +95,8 @@ private:
   void train();
   void infer();
   void waitReceives();
+  void fillWait(size_t next, int step, int64_t cursor, int &inflight,
+                ::torch::optim::Optimizer &optimizer);
   StageRun &stageRun(int stage);
   // Actions.cpp: the actions.
   void postReceives(StageRun &run, bool training);
@@ -251,6 +254,8 @@ private:
   int64_t activationBytes = 0, peakActivationBytes = 0;
   /// The optimizer state this rank holds after its last step (--metrics).
   int64_t optimizerBytes = 0;
+  /// The W's run before their turn (--fill-waits), this step.
+  exe::EarlyWeights early;
   /// The actions' times: busy time and the trace (ActionClock.h).
   ActionClock times;
 };

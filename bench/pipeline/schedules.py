@@ -11,7 +11,9 @@ zb-h1 on a 2-stage split; interleaved-1f1b, looped-bfs, zb1p, zbv and
 dualpipev on a 4-stage split (two stages per rank). The kinds run
 interleaved, `--rounds` times each, one intra-op thread per rank; messages
 between the ranks go through shared memory (with --gloo-too every kind runs
-a second time with them through Gloo, interleaved, rows "KIND gloo"). For each kind it prints the
+a second time with them through Gloo, interleaved, rows "KIND gloo"; with
+--nofill-too every kind with W actions runs again with --fill-waits=false,
+rows "KIND nofill"). For each kind it prints the
 median step time (the slowest rank's, warm-up steps dropped, over all
 rounds), the measured bubble (pippy-run --metrics: 1 - busy / (ranks x
 wall)), the bubble the simulator predicts on the cost model
@@ -148,6 +150,9 @@ def main():
                     help="run every kind a second time with its messages "
                     "through Gloo instead of shared memory "
                     "(--shared-memory=false), interleaved")
+    ap.add_argument("--nofill-too", action="store_true",
+                    help="run every kind with W actions a second time with "
+                    "--fill-waits=false, interleaved")
     args = ap.parse_args()
     os.environ["OMP_NUM_THREADS"] = "1"
     w, b, M = args.work, args.bin, 8
@@ -170,6 +175,9 @@ def main():
     if args.gloo_too:
         runs += [(f"{kind} gloo", kind, ["--shared-memory=false"])
                  for kind in KINDS]
+    if args.nofill_too:
+        runs += [(f"{kind} nofill", kind, ["--fill-waits=false"])
+                 for kind in ("zb-h1", "zb1p", "zbv", "dualpipev")]
     times = {label: [] for label, _, _ in runs}
     bubbles = {label: [] for label, _, _ in runs}
     losses = {}
@@ -190,11 +198,12 @@ def main():
                   f"{statistics.median(steps) * 1e3:7.1f} ms  bubble "
                   f"{m['bubble_fraction']:.3f}", flush=True)
     measured, replayed = {}, {}
-    for label, kind, _ in runs:
+    for label, kind, flags in runs:
         stages = KINDS[kind]
         name = label.replace(" ", "-")
         costs = measured_costs(f"{w}/{name}.trace.json", stages, M,
                                args.warmup)
+        costs["fill_waits"] = "--fill-waits=false" not in flags
         path = f"{w}/{name}.costs.json"
         json.dump(costs, open(path, "w"))
         measured[label] = simulate(b, f"{w}/pipe{stages}.mlir", kind, M, path)

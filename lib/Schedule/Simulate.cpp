@@ -13,6 +13,8 @@
 
 #include "Peers.h"
 
+#include "pippy/Executable/EarlyWeights.h"
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/JSON.h"
 
@@ -107,6 +109,12 @@ public:
       : schedule(schedule), peers(schedule, topo), costs(costs),
         R(schedule.numRanks()), pc(R, 0), clock(R, 0), inflight(R, 0),
         bytes(R, 0), held(schedule) {
+    for (const std::vector<Action> &actions : schedule.ranks) {
+      std::vector<pippy::exe::EarlyWeights::Step> steps;
+      for (const Action &a : actions)
+        steps.push_back({a.op, a.stage, a.microbatch});
+      early.emplace_back(steps);
+    }
     sim.busy.assign(R, 0);
     sim.peakInflight.assign(R, 0);
     sim.peakActivationBytes.assign(R, 0);
@@ -122,6 +130,9 @@ private:
   /// Computes rank `r`'s held weight gradients, oldest first, until at
   /// most `keep` micro-batches' remain.
   void computeHeld(int r, size_t keep);
+  /// With fillWaits: rank `r`, whose next action waits until `until`,
+  /// computes W's of its list early meanwhile.
+  void fillWait(int r, double until);
 
   const Schedule &schedule;
   Peers peers;
@@ -134,6 +145,7 @@ private:
   std::map<Message, double> arrival;
   std::map<int, double> collectiveArrival; ///< rank -> when it reached it
   HeldGradients held;
+  std::vector<pippy::exe::EarlyWeights> early; ///< per rank (fillWaits)
   Simulation sim;
 };
 
@@ -143,12 +155,18 @@ Simulation CostSimulation::run() {
     progress = false;
     for (int r = 0; r < R; ++r)
       while (pc[r] < schedule.ranks[r].size()) {
+        if (early[r].wasRunEarly(pc[r])) {
+          ++pc[r];
+          continue;
+        }
         const Action &a = schedule.ranks[r][pc[r]];
         computeHeld(r, HeldGradients::keepBefore(a.op));
         std::optional<double> start = startOf(r, a);
         if (!start)
           break;
-        finish(r, a, *start);
+        if (a.op == Op::RecvF || a.op == Op::RecvB)
+          fillWait(r, *start);
+        finish(r, a, std::max(*start, clock[r]));
         ++pc[r];
         progress = true;
       }
@@ -162,6 +180,16 @@ Simulation CostSimulation::run() {
   if (sim.makespan > 0)
     sim.bubbleFraction = 1 - total / (R * sim.makespan);
   return std::move(sim);
+}
+
+void CostSimulation::fillWait(int r, double until) {
+  while (costs.fillWaits && clock[r] < until) {
+    std::optional<size_t> w = early[r].pick(pc[r]);
+    if (!w)
+      return;
+    finish(r, schedule.ranks[r][*w], clock[r]);
+    early[r].ranEarly(*w);
+  }
 }
 
 void CostSimulation::computeHeld(int r, size_t keep) {
@@ -296,12 +324,15 @@ llvm::Error pippy::schedule::readStageCosts(llvm::StringRef json, int numStages,
         (*field)[action->str()] = *number;
       }
     }
-  if (const llvm::json::Value *value = object->get("hold_weight_gradients")) {
-    std::optional<bool> hold = value->getAsBoolean();
-    if (!hold)
-      return error("costs: 'hold_weight_gradients' must be true or false");
-    costs.holdWeightGradients = *hold;
-  }
+  for (auto [key, field] :
+       {std::pair{"hold_weight_gradients", &costs.holdWeightGradients},
+        std::pair{"fill_waits", &costs.fillWaits}})
+    if (const llvm::json::Value *value = object->get(key)) {
+      std::optional<bool> on = value->getAsBoolean();
+      if (!on)
+        return error(llvm::Twine("costs: '") + key + "' must be true or false");
+      *field = *on;
+    }
   return llvm::Error::success();
 }
 

@@ -96,6 +96,9 @@ struct RunOptions {
   bool allowTf32 = false;
   /// Messages between ranks of one host through shared memory (Gloo).
   bool sharedMemory = true;
+  /// A rank about to wait for a message computes a later W of its
+  /// schedule meanwhile (pippy/Executable/EarlyWeights.h).
+  bool fillWaits = true;
 
   // Where ranks run.
   /// Data-parallel replicas of the pipeline (Mesh.h): the world is dp x the

@@ -182,6 +182,9 @@ struct StageCosts {
   /// gradients, keeping at most one micro-batch's held (runtime/Backward.cpp).
   /// Off, a B is one piece, as the schedules' papers count it.
   bool holdWeightGradients = false;
+  /// Whether a rank about to wait for a message computes a W of its list
+  /// early, as pippy-run does by default (--fill-waits, EarlyWeights.h).
+  bool fillWaits = false;
   /// Per action (`1F3`, `0STEP`), its own cost, replacing its stage's: a
   /// traced step replayed. A held B's is its whole; `held` its W share.
   std::map<std::string, double> actions, held;
@@ -189,7 +192,8 @@ struct StageCosts {
 
 /// Reads measured costs written as JSON, `{"forward": [per stage],
 /// "backward": [...], "weight": [...], "step": [...], "message": x,
-/// "transfer": y, "hold_weight_gradients": true, "actions": {"1F3": x},
+/// "transfer": y, "hold_weight_gradients": true, "fill_waits": true,
+/// "actions": {"1F3": x},
 /// "held": {"1B3": y}}` (any unit of time, every field optional), over `costs`:
 /// the fields given replace the ones there. A list must have one entry per
 /// stage.
