@@ -12,6 +12,9 @@
 #ifdef PIPPY_TORCH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
+#ifdef PIPPY_HAVE_CUDART
+#include <cuda_runtime_api.h>
+#endif
 
 namespace pippy::rt {
 
@@ -56,6 +59,13 @@ static auto allocatedOn(const at::Device &device) {
       .allocated_bytes[0];
 }
 #endif
+
+void synchronize(const at::Device &device) {
+#ifdef PIPPY_HAVE_CUDART
+  if (device.is_cuda() && cudaDeviceSynchronize() != cudaSuccess)
+    throw RuntimeError("the GPU failed while running an op");
+#endif
+}
 
 int64_t liveBytes(const at::Device &device) {
 #ifdef PIPPY_TORCH_CUDA

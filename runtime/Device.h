@@ -36,6 +36,10 @@ Backend backendFor(const RunOptions &options, const at::Device &device);
 /// and CUDA's runtime); nothing for the CPU.
 void useDevice(const at::Device &device);
 
+/// Waits until `device` has run what was queued on it (a GPU's kernels, in
+/// a build with CUDA's runtime); nothing for the CPU.
+void synchronize(const at::Device &device);
+
 /// Bytes of tensors on `device` now: the CPU's counting allocator's
 /// (MemoryMeter.h, when installed) or, in a CUDA libtorch, its CUDA caching
 /// allocator's (PIPPY_TORCH_CUDA).

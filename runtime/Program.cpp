@@ -8,6 +8,7 @@
 
 #include "pippy/Runtime/Program.h"
 
+#include "Device.h"
 #include "MixedPrecision.h"
 #include "WeightGradients.h"
 
@@ -142,8 +143,10 @@ std::vector<c10::IValue> Program::run(
   stack.reserve(16);
   std::chrono::steady_clock::time_point started;
   for (const Instruction &inst : code) {
-    if (opNanoseconds)
+    if (opNanoseconds) {
+      rt::synchronize(device);
       started = std::chrono::steady_clock::now();
+    }
     try {
       execute(inst, stack, slots, random);
     } catch (const c10::Error &e) {
@@ -151,6 +154,8 @@ std::vector<c10::IValue> Program::run(
     } catch (const std::exception &e) {
       throw RuntimeError(describe(inst) + ": " + e.what());
     }
+    if (opNanoseconds)
+      rt::synchronize(device);
     if (opNanoseconds && inst.countedOp >= 0)
       (*opNanoseconds)[inst.countedOp] +=
           std::chrono::duration_cast<std::chrono::nanoseconds>(

@@ -57,6 +57,7 @@ public:
   Program load() {
     program.numSlots = source.num_slots();
     program.stageName = stage;
+    program.device = device;
     for (const exe::Operator *op : *source.operators())
       program.opSourceNames.push_back(op->source_name()->str());
     for (const flatbuffers::String *where : *source.locations())

@@ -93,7 +93,8 @@ public:
 
   /// The ops the balancer counts (all but parameters and constants), in
   /// block order, by name; `run` adds each one's time to `opNanoseconds`
-  /// (one entry per such op) when given.
+  /// (one entry per such op) when given (on a GPU, the time until its
+  /// kernels are done).
   const std::vector<std::string> &countedOps() const { return countedOpNames; }
 
   /// An `aten::linear` whose weight (and bias, if any) are parameters that
@@ -164,6 +165,9 @@ private:
   void execute(const Instruction &inst, torch::jit::Stack &stack,
                std::vector<c10::IValue> &slots, const RandomKey *random) const;
   std::string stageName;
+  /// Where it runs: on a GPU, `run` waits for each op's kernels before it
+  /// reads the clock for `opNanoseconds`.
+  at::Device device = at::kCPU;
   std::vector<std::string> opSourceNames, locations;
   std::vector<std::string> countedOpNames;
   /// The linears `linearsWithOwnParameters` lists, with their indices into
