@@ -9,6 +9,7 @@
 #include "pippy/Runtime/Options.h"
 
 #include "pippy/Executable/Format.h"
+#include "pippy/Support/AtomicFile.h"
 
 #include <cerrno>
 #include <cmath>
@@ -71,12 +72,21 @@ std::string parseInt(const std::string &option, const std::string &text,
   return "";
 }
 
+/// The numbers an option takes.
+enum class Sign { Any, NonNegative, Positive };
+
 std::string parseDouble(const std::string &option, const std::string &text,
-                        double &out, bool positive = false) {
+                        double &out, Sign sign = Sign::Any) {
   char *end = nullptr;
   double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end || !std::isfinite(v) || (positive && v <= 0))
-    return "--" + option + " takes a " + (positive ? "positive " : "finite ") +
+  bool fits = sign == Sign::Any           ? true
+              : sign == Sign::NonNegative ? v >= 0
+                                          : v > 0;
+  if (text.empty() || *end || !std::isfinite(v) || !fits)
+    return "--" + option + " takes a " +
+           (sign == Sign::Any           ? "finite "
+            : sign == Sign::NonNegative ? "finite non-negative "
+                                        : "positive ") +
            "number, not '" + text + "'";
   out = v;
   return "";
@@ -140,10 +150,11 @@ Setter optionalInteger(const char *option,
   };
 }
 
-Setter number(const char *option, std::optional<double> RunOptions::*field) {
+Setter number(const char *option, std::optional<double> RunOptions::*field,
+              Sign sign) {
   return [=](RunOptions &o, const std::string &v) {
     double value = 0;
-    std::string error = parseDouble(option, v, value);
+    std::string error = parseDouble(option, v, value, sign);
     o.*field = value;
     return error;
   };
@@ -264,12 +275,12 @@ const std::vector<Option> &options() {
        }},
       {"lr", "X", "learning rate (default 0.01)",
        [](RunOptions &o, const std::string &v) {
-         return parseDouble("lr", v, o.lr);
+         return parseDouble("lr", v, o.lr, Sign::NonNegative);
        }},
       {"momentum", "X", "SGD momentum",
-       number("momentum", &RunOptions::momentum)},
+       number("momentum", &RunOptions::momentum, Sign::NonNegative)},
       {"weight-decay", "X", "weight decay",
-       number("weight-decay", &RunOptions::weightDecay)},
+       number("weight-decay", &RunOptions::weightDecay, Sign::NonNegative)},
       {"betas", "B1,B2", "AdamW betas",
        [](RunOptions &o, const std::string &v) {
          size_t comma = v.find(',');
@@ -278,13 +289,16 @@ const std::vector<Option> &options() {
              !parseDouble("betas", v.substr(0, comma), b1).empty() ||
              !parseDouble("betas", v.substr(comma + 1), b2).empty())
            return "--betas takes two values, not '" + v + "'";
+         if (b1 < 0 || b1 >= 1 || b2 < 0 || b2 >= 1)
+           return "--betas takes two values in [0, 1), not '" + v + "'";
          o.beta1 = b1;
          o.beta2 = b2;
          return std::string();
        }},
-      {"eps", "X", "AdamW epsilon", number("eps", &RunOptions::eps)},
+      {"eps", "X", "AdamW epsilon",
+       number("eps", &RunOptions::eps, Sign::NonNegative)},
       {"clip-grad-norm", "X", "clip gradients by their global norm",
-       number("clip-grad-norm", &RunOptions::clipGradNorm)},
+       number("clip-grad-norm", &RunOptions::clipGradNorm, Sign::Positive)},
       {"weights", "FILE", "weights file (default: the program's)",
        text(&RunOptions::weightsPath)},
       {"metrics", "FILE", "metrics JSON file", text(&RunOptions::metricsPath)},
@@ -309,7 +323,7 @@ const std::vector<Option> &options() {
       {"timeout", "SECONDS",
        "seconds to wait for a peer before giving up (default 60)",
        [](RunOptions &o, const std::string &v) {
-         return parseDouble("timeout", v, o.timeoutSeconds, /*positive=*/true);
+         return parseDouble("timeout", v, o.timeoutSeconds, Sign::Positive);
        }},
       {"trace", "FILE", "write a Chrome/Perfetto trace",
        text(&RunOptions::tracePath)},
@@ -452,6 +466,27 @@ std::optional<RunOptions> parseRunOptions(const std::vector<std::string> &argv,
     return fail("--node-rank " + std::to_string(result.nodeRank) +
                 " is not a node of --nnodes " + std::to_string(result.nnodes));
   return result;
+}
+
+std::vector<std::pair<const char *, std::string>>
+RunOptions::outputFiles() const {
+  std::vector<std::pair<const char *, std::string>> files;
+  for (auto [flag, path] :
+       {std::pair{"--metrics", &metricsPath}, std::pair{"--trace", &tracePath},
+        std::pair{"--save-weights", &saveWeightsPath},
+        std::pair{"--save-grads", &saveGradsPath},
+        std::pair{"--output", &outputPath},
+        std::pair{"--profile", &profilePath}})
+    if (!path->empty())
+      files.push_back({flag, *path});
+  return files;
+}
+
+const char *RunOptions::outputOverwriting(const std::string &input) const {
+  for (const auto &[flag, path] : outputFiles())
+    if (sameFile(path, input))
+      return flag;
+  return nullptr;
 }
 
 } // namespace pippy

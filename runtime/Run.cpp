@@ -228,14 +228,30 @@ int launchRanks(RunOptions &options, Compiler *compiler, bool isIR,
 }
 
 /// The files a run writes only at its end, checked before its first step
-/// so that a path that cannot be written wastes no training.
+/// so that a path that cannot be written wastes no training, and so that
+/// no output overwrites an input of the run or another output.
 void checkOutputs(const RunOptions &options) {
-  for (const std::string *path :
-       {&options.metricsPath, &options.tracePath, &options.saveWeightsPath,
-        &options.saveGradsPath, &options.outputPath, &options.profilePath})
-    if (!path->empty())
-      if (std::string error = checkWritable(*path); !error.empty())
-        throw RuntimeError(error);
+  auto outputs = options.outputFiles();
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const auto &[flag, path] = outputs[i];
+    if (std::string error = checkWritable(path); !error.empty())
+      throw RuntimeError(error);
+    for (size_t j = 0; j < i; ++j)
+      if (sameFile(path, outputs[j].second))
+        throw RuntimeError(std::string(outputs[j].first) + " and " + flag +
+                           " name one file, " + path +
+                           ": one would overwrite the other");
+  }
+  for (auto [what, input] :
+       {std::pair{"--data", &options.dataPath},
+        std::pair{"--weights", &options.weightsPath},
+        std::pair{"--schedule-file", &options.scheduleFile},
+        std::pair{"the program", &options.programPath}})
+    if (!input->empty())
+      if (const char *flag = options.outputOverwriting(*input))
+        throw RuntimeError(std::string(flag) + " " + *input + " is " + what +
+                           " of this run: writing it would destroy an input; "
+                           "name another file");
 }
 
 int run(int argc, char **argv, Compiler *compiler) {
@@ -248,11 +264,15 @@ int run(int argc, char **argv, Compiler *compiler) {
     return exitCode;
   }
   RunOptions &options = *parsed;
-  if (!options.scheduleFile.empty())
+  if (!options.scheduleFile.empty()) {
     if (std::string error =
             readFile(options.scheduleFile, options.scheduleText);
         !error.empty())
       throw RuntimeError(error);
+    if (options.scheduleText.find_first_not_of(" \t\r\n,") == std::string::npos)
+      throw RuntimeError("--schedule-file " + options.scheduleFile +
+                         " is empty: a schedule lists each rank's actions");
+  }
   bool isIR = !rt::isExecutable(options.programPath);
   if (isIR && !compiler)
     throw RuntimeError(options.programPath +

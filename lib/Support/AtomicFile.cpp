@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <filesystem>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -101,6 +102,15 @@ std::string checkWritable(const std::string &path) {
   close(fd);
   unlink(temp.c_str());
   return "";
+}
+
+bool sameFile(const std::string &a, const std::string &b) {
+  struct stat x, y;
+  if (stat(a.c_str(), &x) == 0 && stat(b.c_str(), &y) == 0)
+    return x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+  std::error_code ignored;
+  return std::filesystem::weakly_canonical(a, ignored) ==
+         std::filesystem::weakly_canonical(b, ignored);
 }
 
 ReadError readFileBytes(const std::string &path, std::string &bytes) {

@@ -275,3 +275,19 @@ TEST(AtomicFile, ReplacesRegularFilesOnlyAndChecksAhead) {
 }
 
 } // namespace
+
+TEST(AtomicFile, SameFileSeesThroughSpellingsAndLinks) {
+  std::string dir = ::testing::TempDir() + "/pippy-samefile-test";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir + "/sub");
+  ASSERT_EQ(pippy::writeFileAtomically(dir + "/a", "a"), "");
+  ASSERT_EQ(pippy::writeFileAtomically(dir + "/b", "b"), "");
+  std::filesystem::create_symlink(dir + "/a", dir + "/link");
+  EXPECT_TRUE(pippy::sameFile(dir + "/a", dir + "/sub/../a"));
+  EXPECT_TRUE(pippy::sameFile(dir + "/a", dir + "/link"));
+  EXPECT_FALSE(pippy::sameFile(dir + "/a", dir + "/b"));
+  // Files not written yet: the same normalised path.
+  EXPECT_TRUE(pippy::sameFile(dir + "/new", dir + "/./sub/../new"));
+  EXPECT_FALSE(pippy::sameFile(dir + "/new", dir + "/other"));
+  std::filesystem::remove_all(dir);
+}

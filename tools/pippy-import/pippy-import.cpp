@@ -64,6 +64,20 @@ int main(int argc, char **argv) {
                 "output is imported with pippy-opt " +
                 inputFile + " --pippy-lift-params=weights=FILE");
 
+  // The weights are written during the import, the IR after it: neither
+  // may be the module read, nor one the other.
+  if (pippy::sameFile(weightsFile, inputFile))
+    return fail("--weights " + weightsFile +
+                " is the module being imported: "
+                "writing it would destroy it; name another file");
+  if (outputFile != "-" && pippy::sameFile(outputFile, inputFile))
+    return fail("-o " + outputFile +
+                " is the module being imported: "
+                "writing it would destroy it; name another file");
+  if (outputFile != "-" && pippy::sameFile(outputFile, weightsFile))
+    return fail("-o and --weights name one file, " + outputFile +
+                ": the IR would overwrite the weights");
+
   Expected<std::vector<pippy::InputShape>> shapes =
       pippy::parseInputShapes(inputShapes);
   if (!shapes)

@@ -121,6 +121,11 @@ struct RunOptions {
 
   int microbatchCount() const { return microbatches.value_or(1); }
   int ranksPerNode() const { return nproc.value_or(1); }
+  /// The file options a run writes (`--metrics`, ...), each with its flag.
+  std::vector<std::pair<const char *, std::string>> outputFiles() const;
+  /// The flag of an output that names file `input`, or null: writing it
+  /// would overwrite one of the run's inputs.
+  const char *outputOverwriting(const std::string &input) const;
 };
 
 /// Parses `argv` (argv[0] included). On failure, or for --help, returns

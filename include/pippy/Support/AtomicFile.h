@@ -35,6 +35,10 @@ std::string writeFileAtomically(const std::string &path,
 /// give, or empty. For outputs written only at the end of a long run.
 std::string checkWritable(const std::string &path);
 
+/// Whether `a` and `b` name one file: the same file where both exist
+/// (links and `./` included), else the same absolute, normalised path.
+bool sameFile(const std::string &a, const std::string &b);
+
 /// Why a read failed: errno, and whether it failed opening the file.
 struct ReadError {
   int code = 0; ///< 0: no error
