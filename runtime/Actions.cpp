@@ -1,8 +1,9 @@
 //===- Actions.cpp - one rank of a pipeline: forwards and messages --------===//
 //
-// F, SEND_F, RECV_F, SEND_B and RECV_B (see Executor.cpp), and the local
-// hand-over of activations between two stages of one rank. The backward
-// actions are in Backward.cpp.
+// F, SEND_F, RECV_F, SEND_B and RECV_B (see Executor.cpp), the local
+// hand-over of activations between two stages of one rank, and the W's
+// that fill a receive's wait (--fill-waits). The backward actions are in
+// Backward.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +17,7 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include <algorithm>
 #include <optional>
 
 namespace pippy::rt {
@@ -216,6 +218,45 @@ void RankRunner::waitSends() {
   for (CommHandlePtr &h : pendingSends)
     h->wait();
   pendingSends.clear();
+}
+
+/// --fill-waits: before action `next`, a receive whose message has not
+/// come, the rank computes the W's that EarlyWeights allows, one at a
+/// time, while the message is still missing.
+void RankRunner::fillWait(size_t next, int step, int64_t cursor, int &inflight,
+                          ::torch::optim::Optimizer &optimizer) {
+  using K = exe::ActionKind;
+  const ScheduledAction &action = plan.actions[next];
+  if (!options.fillWaits ||
+      (action.kind != K::RecvF && action.kind != K::RecvB))
+    return;
+  MicroBatch &mb = stageRun(action.stage).mbs[action.microbatch];
+  std::vector<CommHandlePtr> &handles =
+      action.kind == K::RecvF ? mb.recvF : mb.recvB;
+  auto arrived = [&] {
+    return std::all_of(handles.begin(), handles.end(),
+                       [](const CommHandlePtr &h) { return h->isCompleted(); });
+  };
+  while (!arrived()) {
+    std::optional<size_t> w = early.pick(next);
+    if (!w)
+      return;
+    runAction(plan.actions[*w], step, cursor, inflight, optimizer);
+    early.ranEarly(*w);
+  }
+}
+
+/// The step's receives, which its RECV actions left to the device
+/// (CommHandle::waitOnDevice): waited on the host before it reads the
+/// step's loss, so that a lost peer is reported within the timeout.
+void RankRunner::waitReceives() {
+  for (StageRun &run : stages)
+    for (MicroBatch &mb : run.mbs) {
+      for (CommHandlePtr &h : mb.recvF)
+        h->wait();
+      for (CommHandlePtr &h : mb.recvB)
+        h->wait();
+    }
 }
 
 } // namespace pippy::rt

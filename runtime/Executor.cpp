@@ -314,45 +314,6 @@ void RankRunner::train() {
   finish(firstStep, history);
 }
 
-/// --fill-waits: before action `next`, a receive whose message has not
-/// come, the rank computes the W's that EarlyWeights allows, one at a
-/// time, while the message is still missing.
-void RankRunner::fillWait(size_t next, int step, int64_t cursor, int &inflight,
-                          ::torch::optim::Optimizer &optimizer) {
-  using K = exe::ActionKind;
-  const ScheduledAction &action = plan.actions[next];
-  if (!options.fillWaits ||
-      (action.kind != K::RecvF && action.kind != K::RecvB))
-    return;
-  MicroBatch &mb = stageRun(action.stage).mbs[action.microbatch];
-  std::vector<CommHandlePtr> &handles =
-      action.kind == K::RecvF ? mb.recvF : mb.recvB;
-  auto arrived = [&] {
-    return std::all_of(handles.begin(), handles.end(),
-                       [](const CommHandlePtr &h) { return h->isCompleted(); });
-  };
-  while (!arrived()) {
-    std::optional<size_t> w = early.pick(next);
-    if (!w)
-      return;
-    runAction(plan.actions[*w], step, cursor, inflight, optimizer);
-    early.ranEarly(*w);
-  }
-}
-
-/// The step's receives, which its RECV actions left to the device
-/// (CommHandle::waitOnDevice): waited on the host before it reads the
-/// step's loss, so that a lost peer is reported within the timeout.
-void RankRunner::waitReceives() {
-  for (StageRun &run : stages)
-    for (MicroBatch &mb : run.mbs) {
-      for (CommHandlePtr &h : mb.recvF)
-        h->wait();
-      for (CommHandlePtr &h : mb.recvB)
-        h->wait();
-    }
-}
-
 /// "schedule 1f1b, 4 micro-batches of 2 rows, 2 stages on 2 ranks", and the
 /// replicas with --dp.
 std::string RankRunner::describeRun() const {
