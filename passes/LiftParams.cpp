@@ -8,6 +8,7 @@
 #include "pippy/Analysis/GraphIR.h"
 #include "pippy/Dialect/Pippy/PippyDialect.h"
 #include "pippy/Passes/Passes.h"
+#include "pippy/Support/AtomicFile.h"
 #include "pippy/Support/OpNames.h"
 #include "pippy/Support/Safetensors.h"
 
@@ -72,6 +73,16 @@ struct LiftParamsPass
       module.emitError("pippy-lift-params needs the option weights=FILE");
       return signalPassFailure();
     }
+    // A file the module came from (the IR read, or the model pippy-import
+    // read) is an input: writing the weights there would destroy it.
+    if (auto file = dyn_cast<FileLineColLoc>(module.getLoc()))
+      if (::pippy::sameFile(file.getFilename().str(), weights)) {
+        module.emitError("pippy-lift-params: weights=")
+            << weights
+            << " is the file this module was read from: writing it would "
+               "destroy it; name another file";
+        return signalPassFailure();
+      }
     if (::mlir::failed(nameEntryForward(module)))
       return signalPassFailure();
     st::Writer writer;
