@@ -146,12 +146,10 @@ void RankRunner::loadPrograms() {
 
 void RankRunner::loadWeights() {
   weightsPath = executable.weightsPath(options.weightsPath);
-  if (const char *flag = weightsPath.empty()
-                             ? nullptr
-                             : options.outputOverwriting(weightsPath))
-    throw RuntimeError(std::string(flag) + " " + weightsPath +
-                       " is the run's weights file: writing it would destroy "
-                       "an input; name another file");
+  if (std::string error =
+          options.overwritingInput(weightsPath, "the run's weights file");
+      !error.empty())
+    throw RuntimeError(error);
   // The parameters of the rank's stages, each once (stages of one rank
   // share a tied weight's tensor).
   std::vector<std::pair<std::string, TensorSpec>> used;

@@ -482,11 +482,14 @@ RunOptions::outputFiles() const {
   return files;
 }
 
-const char *RunOptions::outputOverwriting(const std::string &input) const {
-  for (const auto &[flag, path] : outputFiles())
-    if (sameFile(path, input))
-      return flag;
-  return nullptr;
+std::string RunOptions::overwritingInput(const std::string &input,
+                                         const std::string &what) const {
+  if (!input.empty())
+    for (const auto &[flag, path] : outputFiles())
+      if (sameFile(path, input))
+        return std::string(flag) + " " + input + " is " + what +
+               ": writing it would destroy an input; name another file";
+  return "";
 }
 
 } // namespace pippy

@@ -154,13 +154,14 @@ std::vector<c10::IValue> Program::run(
     } catch (const std::exception &e) {
       throw RuntimeError(describe(inst) + ": " + e.what());
     }
-    if (opNanoseconds)
+    if (opNanoseconds) {
       rt::synchronize(device);
-    if (opNanoseconds && inst.countedOp >= 0)
-      (*opNanoseconds)[inst.countedOp] +=
-          std::chrono::duration_cast<std::chrono::nanoseconds>(
-              std::chrono::steady_clock::now() - started)
-              .count();
+      if (inst.countedOp >= 0)
+        (*opNanoseconds)[inst.countedOp] +=
+            std::chrono::duration_cast<std::chrono::nanoseconds>(
+                std::chrono::steady_clock::now() - started)
+                .count();
+    }
   }
   std::vector<c10::IValue> results;
   results.reserve(resultSlots.size());

@@ -247,11 +247,10 @@ void checkOutputs(const RunOptions &options) {
         std::pair{"--weights", &options.weightsPath},
         std::pair{"--schedule-file", &options.scheduleFile},
         std::pair{"the program", &options.programPath}})
-    if (!input->empty())
-      if (const char *flag = options.outputOverwriting(*input))
-        throw RuntimeError(std::string(flag) + " " + *input + " is " + what +
-                           " of this run: writing it would destroy an input; "
-                           "name another file");
+    if (std::string error = options.overwritingInput(
+            *input, std::string(what) + " of this run");
+        !error.empty())
+      throw RuntimeError(error);
 }
 
 int run(int argc, char **argv, Compiler *compiler) {

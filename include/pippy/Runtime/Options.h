@@ -123,9 +123,10 @@ struct RunOptions {
   int ranksPerNode() const { return nproc.value_or(1); }
   /// The file options a run writes (`--metrics`, ...), each with its flag.
   std::vector<std::pair<const char *, std::string>> outputFiles() const;
-  /// The flag of an output that names file `input`, or null: writing it
-  /// would overwrite one of the run's inputs.
-  const char *outputOverwriting(const std::string &input) const;
+  /// Why an output may not be written, when one names file `input`
+  /// (`what`: "--data of this run"), or empty: it would overwrite an input.
+  std::string overwritingInput(const std::string &input,
+                               const std::string &what) const;
 };
 
 /// Parses `argv` (argv[0] included). On failure, or for --help, returns
