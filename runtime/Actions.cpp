@@ -2,8 +2,8 @@
 //
 // F, SEND_F, RECV_F, SEND_B and RECV_B (see Executor.cpp), the local
 // hand-over of activations between two stages of one rank, and the W's
-// that fill a receive's wait (--fill-waits). The backward actions are in
-// Backward.cpp.
+// and STEPs that fill a receive's wait (--fill-waits). The backward actions are
+// in Backward.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -221,8 +221,9 @@ void RankRunner::waitSends() {
 }
 
 /// --fill-waits: before action `next`, a receive whose message has not
-/// come, the rank computes the W's that EarlyWeights allows, one at a
-/// time, while the message is still missing.
+/// come, the rank computes the W's that WaitFill allows, one at a
+/// time, while the message is still missing, and then the STEPs of stages
+/// that step alone (OptimizerStep.cpp).
 void RankRunner::fillWait(size_t next, int step, int64_t cursor, int &inflight,
                           ::torch::optim::Optimizer &optimizer) {
   using K = exe::ActionKind;
@@ -238,11 +239,13 @@ void RankRunner::fillWait(size_t next, int step, int64_t cursor, int &inflight,
                        [](const CommHandlePtr &h) { return h->isCompleted(); });
   };
   while (!arrived()) {
-    std::optional<size_t> w = early.pick(next);
-    if (!w)
+    std::optional<size_t> work = early.pick(next);
+    if (!work && !stageAlone.empty())
+      work = early.pickStep(next);
+    if (!work)
       return;
-    runAction(plan.actions[*w], step, cursor, inflight, optimizer);
-    early.ranEarly(*w);
+    runAction(plan.actions[*work], step, cursor, inflight, optimizer);
+    early.ranEarly(*work);
   }
 }
 

@@ -65,9 +65,9 @@ void setThreads(int threads) {
 
 } // namespace
 
-static std::vector<exe::EarlyWeights::Step>
+static std::vector<exe::WaitFill::Step>
 earlySteps(const std::vector<ScheduledAction> &actions) {
-  std::vector<exe::EarlyWeights::Step> steps;
+  std::vector<exe::WaitFill::Step> steps;
   for (const ScheduledAction &a : actions)
     steps.push_back({a.kind, a.stage, a.microbatch});
   return steps;
@@ -241,6 +241,7 @@ void RankRunner::train() {
   prepareGradientReducer();
   std::vector<int> reduceAfter = reduceAfterActions();
   shardOptimizerState();
+  prepareStageSteps();
   std::vector<at::Tensor> tensors;
   for (const auto &[name, p] : optimized)
     tensors.push_back(p);
@@ -271,7 +272,7 @@ void RankRunner::train() {
     currentStep = step;
     releaseGradients(trainable);
     stepLoss = 0;
-    stepped = false;
+    stageStepped.assign(stages.size(), false);
     for (StageRun &run : stages) {
       run.mbs.assign(M, MicroBatch());
       postReceives(run, /*training=*/true);
@@ -405,29 +406,12 @@ void RankRunner::runAction(const ScheduledAction &action, int step,
     allReduceTied();
     break;
   case K::Step:
-    optimizerStep(step, optimizer);
+    optimizerStep(step, action.stage, optimizer);
     break;
   }
   record(action, begin);
   if (action.kind == K::SendB)
     addHeldWeightGradients(kHeldMicrobatches);
-}
-
-/// The rank's first STEP of a step: every stage it holds is done.
-void RankRunner::optimizerStep(int step, ::torch::optim::Optimizer &optimizer) {
-  if (stepped)
-    return;
-  stepped = true;
-  waitSends();
-  weightGradients();
-  if (reducer)
-    reducer->finish();
-  if (step == 1 && !options.saveGradsPath.empty() && replica == 0)
-    saveGrads();
-  if (options.clipGradNorm)
-    clipGradients();
-  optimizer.step();
-  shareSteppedWeights();
 }
 
 void RankRunner::infer() {

@@ -343,8 +343,9 @@ const std::vector<Option> &options() {
        flag(&RunOptions::sharedMemory)},
       {"fill-waits", nullptr,
        "a rank about to wait for a message computes a weight gradient (W) "
-       "that its schedule puts later, whose input gradients are done "
-       "(default; the same bits); =false keeps the schedule's order",
+       "that its schedule puts later, whose input gradients are done, or "
+       "steps a stage whose work in the step is done (default; the same "
+       "bits); =false keeps the schedule's order",
        flag(&RunOptions::fillWaits)},
       {"allow-tf32", nullptr,
        "let CUDA matrix products and convolutions round float32 to TF32 "

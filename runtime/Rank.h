@@ -30,7 +30,7 @@
 #include "Reports.h"
 #include "StagePlan.h"
 
-#include "pippy/Executable/EarlyWeights.h"
+#include "pippy/Executable/WaitFill.h"
 #include "pippy/Runtime/Comm.h"
 #include "pippy/Runtime/Mesh.h"
 #include "pippy/Runtime/Options.h"
@@ -123,7 +123,9 @@ private:
   void waitSends();
   void runAction(const ScheduledAction &action, int step, int64_t cursor,
                  int &inflight, ::torch::optim::Optimizer &optimizer);
-  void optimizerStep(int step, ::torch::optim::Optimizer &optimizer);
+  // OptimizerStep.cpp: STEP.
+  void prepareStageSteps();
+  void optimizerStep(int step, int stage, ::torch::optim::Optimizer &optimizer);
   std::string describeRun() const;
   std::vector<Program::Linear> untiedTrainableLinears(StageRun &run);
   void chooseDeferredLinears();
@@ -194,7 +196,11 @@ private:
 
   bool prefixOwnLines;
   std::vector<StageRun> stages; ///< as plan.stages
-  bool stepped = false;         ///< this step's first STEP has run
+  /// Per held stage, whether its STEP has run this step.
+  std::vector<bool> stageStepped;
+  /// Per held stage, the parameters its STEP steps where each stage steps
+  /// alone (OptimizerStep.cpp); empty where the first STEP steps them all.
+  std::vector<std::vector<at::Tensor>> stageAlone;
   std::map<std::string, at::Tensor> params;
   std::vector<std::pair<std::string, at::Tensor>> trainable;
   /// What this rank's optimizer steps and holds state for: `trainable`, or
@@ -255,7 +261,7 @@ private:
   /// The optimizer state this rank holds after its last step (--metrics).
   int64_t optimizerBytes = 0;
   /// The W's run before their turn (--fill-waits), this step.
-  exe::EarlyWeights early;
+  exe::WaitFill early;
   /// The actions' times: busy time and the trace (ActionClock.h).
   ActionClock times;
 };

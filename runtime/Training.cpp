@@ -6,6 +6,8 @@
 
 #include <ATen/ATen.h>
 
+#include <set>
+
 namespace pippy::rt {
 
 at::Tensor computeLoss(LossKind loss, const c10::IValue &output,
@@ -51,6 +53,23 @@ makeOptimizer(const RunOptions &options, std::vector<at::Tensor> trainable) {
   o.eps(options.eps.value_or(1e-8));
   o.weight_decay(options.weightDecay.value_or(0.01));
   return std::make_unique<::torch::optim::AdamW>(trainable, o);
+}
+
+void stepOnly(::torch::optim::Optimizer &optimizer,
+              const std::vector<at::Tensor> &params) {
+  std::set<const c10::TensorImpl *> chosen;
+  for (const at::Tensor &p : params)
+    chosen.insert(p.unsafeGetTensorImpl());
+  std::vector<std::pair<at::Tensor, at::Tensor>> aside;
+  for (::torch::optim::OptimizerParamGroup &group : optimizer.param_groups())
+    for (at::Tensor &p : group.params())
+      if (!chosen.count(p.unsafeGetTensorImpl()) && p.grad().defined()) {
+        aside.push_back({p, p.grad()});
+        p.mutable_grad() = at::Tensor();
+      }
+  optimizer.step();
+  for (auto &[p, grad] : aside)
+    p.mutable_grad() = grad;
 }
 
 void releaseGradients(

@@ -27,6 +27,12 @@ at::Tensor computeLoss(LossKind loss, const c10::IValue &output,
 std::unique_ptr<::torch::optim::Optimizer>
 makeOptimizer(const RunOptions &options, std::vector<at::Tensor> params);
 
+/// Steps `optimizer` over `params` alone: its other parameters put their
+/// gradients aside meanwhile (torch's optimizers pass over a parameter
+/// without one), so their values and state stay as they are.
+void stepOnly(::torch::optim::Optimizer &optimizer,
+              const std::vector<at::Tensor> &params);
+
 /// Drops the trained parameters' gradients before a step's first backward
 /// (every one, also those another replica steps under --zero 1): autograd
 /// then stores the first micro-batch's gradient as it is instead of adding

@@ -13,7 +13,7 @@
 
 #include "Peers.h"
 
-#include "pippy/Executable/EarlyWeights.h"
+#include "pippy/Executable/WaitFill.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/JSON.h"
@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <set>
 #include <tuple>
 
 using namespace pippy::schedule;
@@ -110,10 +111,16 @@ public:
         R(schedule.numRanks()), pc(R, 0), clock(R, 0), inflight(R, 0),
         bytes(R, 0), held(schedule) {
     for (const std::vector<Action> &actions : schedule.ranks) {
-      std::vector<pippy::exe::EarlyWeights::Step> steps;
-      for (const Action &a : actions)
+      std::vector<pippy::exe::WaitFill::Step> steps;
+      std::set<int> held;
+      bool tied = false;
+      for (const Action &a : actions) {
         steps.push_back({a.op, a.stage, a.microbatch});
+        held.insert(a.stage);
+        tied |= a.op == Op::AllReduceTied;
+      }
       early.emplace_back(steps);
+      stepsAlone.push_back(held.size() > 1 && !tied);
     }
     sim.busy.assign(R, 0);
     sim.peakInflight.assign(R, 0);
@@ -145,7 +152,10 @@ private:
   std::map<Message, double> arrival;
   std::map<int, double> collectiveArrival; ///< rank -> when it reached it
   HeldGradients held;
-  std::vector<pippy::exe::EarlyWeights> early; ///< per rank (fillWaits)
+  std::vector<pippy::exe::WaitFill> early; ///< per rank (fillWaits)
+  /// Per rank, whether its stages step alone: it holds several and no tied
+  /// weights (runtime/OptimizerStep.cpp).
+  std::vector<bool> stepsAlone;
   Simulation sim;
 };
 
@@ -184,11 +194,13 @@ Simulation CostSimulation::run() {
 
 void CostSimulation::fillWait(int r, double until) {
   while (costs.fillWaits && clock[r] < until) {
-    std::optional<size_t> w = early[r].pick(pc[r]);
-    if (!w)
+    std::optional<size_t> work = early[r].pick(pc[r]);
+    if (!work && stepsAlone[r])
+      work = early[r].pickStep(pc[r]);
+    if (!work)
       return;
-    finish(r, schedule.ranks[r][*w], clock[r]);
-    early[r].ranEarly(*w);
+    finish(r, schedule.ranks[r][*work], clock[r]);
+    early[r].ranEarly(*work);
   }
 }
 

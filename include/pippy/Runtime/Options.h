@@ -97,7 +97,8 @@ struct RunOptions {
   /// Messages between ranks of one host through shared memory (Gloo).
   bool sharedMemory = true;
   /// A rank about to wait for a message computes a later W of its
-  /// schedule meanwhile (pippy/Executable/EarlyWeights.h).
+  /// schedule, or steps a stage whose work is done, meanwhile
+  /// (pippy/Executable/WaitFill.h).
   bool fillWaits = true;
 
   // Where ranks run.

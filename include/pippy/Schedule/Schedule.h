@@ -183,7 +183,10 @@ struct StageCosts {
   /// Off, a B is one piece, as the schedules' papers count it.
   bool holdWeightGradients = false;
   /// Whether a rank about to wait for a message computes a W of its list
-  /// early, as pippy-run does by default (--fill-waits, EarlyWeights.h).
+  /// early, or steps a stage whose work is done, as pippy-run does by
+  /// default (--fill-waits, WaitFill.h). A stage steps early on a rank that
+  /// holds several and no tied weights; pippy-run also keeps every STEP in
+  /// place with --dp, --tp, --zero or --clip-grad-norm.
   bool fillWaits = false;
   /// Per action (`1F3`, `0STEP`), its own cost, replacing its stage's: a
   /// traced step replayed. A held B's is its whole; `held` its W share.

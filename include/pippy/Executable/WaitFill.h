@@ -1,18 +1,24 @@
-//===- EarlyWeights.h - waits filled with weight gradients ------*- C++ -*-===//
+//===- WaitFill.h - waits filled with later work ------------*- C++ -*-===//
 //
-// A rank about to wait for a message can compute a weight gradient (W) of
-// its list instead, one that its own schedule puts later: pippy-run does so
-// (--fill-waits), and the simulator predicts it. A W may run early when its
-// input gradients (its I) are done and it is the first W of its stage still
-// to run, so each weight's gradient still adds its micro-batches in the
-// schedule's order (the same bits) and every message is sent when the
-// schedule sends it: a W sends nothing, so the checker's proof still holds.
-// This picks that W; runtime (no LLVM) and compiler share it.
+// A rank about to wait for a message can do work that its own schedule
+// puts later instead: pippy-run does so (--fill-waits), and the simulator
+// predicts it. Two kinds of action may run early, neither of which sends
+// anything, so every message is still sent when the schedule sends it and
+// the checker's proof still holds:
+// - a weight gradient (W) whose input gradients (its I) are done, the first
+//   W of its stage still to run: each weight's gradient still adds its
+//   micro-batches in the schedule's order (the same bits);
+// - a stage's optimizer step (STEP) once nothing of that stage is left to
+//   run in the step: its parameters take the same update, sooner. Only
+//   where the caller allows it (`steps`): pippy-run steps a stage alone
+//   only when no gradient reaches it from elsewhere (no tied weights,
+//   replicas or clipping by the global norm).
+// This picks them; runtime (no LLVM) and compiler share it.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef PIPPY_EXECUTABLE_EARLYWEIGHTS_H
-#define PIPPY_EXECUTABLE_EARLYWEIGHTS_H
+#ifndef PIPPY_EXECUTABLE_WAITFILL_H
+#define PIPPY_EXECUTABLE_WAITFILL_H
 
 #include "pippy/Executable/Executable_generated.h"
 
@@ -23,7 +29,7 @@
 
 namespace pippy::exe {
 
-class EarlyWeights {
+class WaitFill {
 public:
   struct Step {
     ActionKind kind;
@@ -31,7 +37,7 @@ public:
   };
 
   /// A rank's actions, in its order.
-  explicit EarlyWeights(const std::vector<Step> &actions)
+  explicit WaitFill(const std::vector<Step> &actions)
       : kinds(actions.size()), stages(actions.size()),
         inputOf(actions.size(), -1), early(actions.size(), false) {
     std::map<std::pair<int, int>, int> inputs;
@@ -68,6 +74,20 @@ public:
     }
     return std::nullopt;
   }
+  /// The STEP that can run now, when the rank's next action is `next`: the
+  /// first after `next` whose stage has nothing else left to run.
+  std::optional<size_t> pickStep(size_t next) const {
+    for (size_t j = next + 1; j < kinds.size(); ++j) {
+      if (kinds[j] != ActionKind::Step || early[j])
+        continue;
+      bool pending = false;
+      for (size_t k = next; k < j && !pending; ++k)
+        pending = !early[k] && stages[k] == stages[j] && isWork(kinds[k]);
+      if (!pending)
+        return j;
+    }
+    return std::nullopt;
+  }
   /// Action `index` ran early: the rank skips it when it gets there.
   void ranEarly(size_t index) { early[index] = true; }
   bool wasRunEarly(size_t index) const { return early[index]; }
@@ -75,6 +95,13 @@ public:
   void reset() { early.assign(early.size(), false); }
 
 private:
+  /// What a stage must finish before its STEP: computing and receiving
+  /// (a receive not yet waited for may still be in flight).
+  static bool isWork(ActionKind kind) {
+    return kind != ActionKind::SendF && kind != ActionKind::SendB &&
+           kind != ActionKind::Step;
+  }
+
   std::vector<ActionKind> kinds;
   std::vector<int> stages;
   std::vector<int> inputOf; ///< per W, the index of its I (or -1)
@@ -83,4 +110,4 @@ private:
 
 } // namespace pippy::exe
 
-#endif // PIPPY_EXECUTABLE_EARLYWEIGHTS_H
+#endif // PIPPY_EXECUTABLE_WAITFILL_H
