@@ -191,6 +191,233 @@ void onSignal(int sig) { interrupted = sig; }
   _exit(code);
 }
 
+/// Rank 0's host and port, where the ranks meet.
+struct Master {
+  std::string addr;
+  int port = 0;
+};
+
+/// The master from the options or MASTER_ADDR/MASTER_PORT; on one node
+/// this host and a free port by default. Prints why there is none.
+std::optional<Master> findMaster(const pippy::LaunchOptions &options) {
+  Master master{options.masterAddr, options.masterPort};
+  if (master.addr.empty())
+    if (const char *env = std::getenv("MASTER_ADDR"))
+      master.addr = env;
+  if (!master.port)
+    if (const char *env = std::getenv("MASTER_PORT"); env && *env)
+      master.port = std::atoi(env);
+  if (options.nnodes > 1) {
+    if (master.addr.empty() || !master.port) {
+      std::fprintf(stderr,
+                   "pippy-run: error: --nnodes %d needs --master-addr and "
+                   "--master-port (or MASTER_ADDR and MASTER_PORT) naming "
+                   "rank 0's host\n",
+                   options.nnodes);
+      return std::nullopt;
+    }
+    return master;
+  }
+  if (master.addr.empty())
+    master.addr = "127.0.0.1";
+  if (!master.port)
+    master.port = freePort();
+  return master;
+}
+
+/// What the run's ranks share: the world, where they meet, and the run
+/// folder's store and failure list.
+struct RankSetting {
+  const pippy::LaunchOptions &options;
+  Master master;
+  std::string storePath, failedPath;
+};
+
+/// Local rank `local`'s environment: the launcher's, less what the
+/// launcher sets, and torchrun's variables for this rank.
+std::vector<std::string> rankEnvironment(const RankSetting &setting, int rank,
+                                         int local) {
+  const pippy::LaunchOptions &options = setting.options;
+  std::vector<std::string> env;
+  for (char **e = environ; *e; ++e) {
+    std::string kv = *e;
+    std::string key = kv.substr(0, kv.find('='));
+    if (key == "RANK" || key == "WORLD_SIZE" || key == "LOCAL_RANK" ||
+        key == "LOCAL_WORLD_SIZE" || key == "MASTER_ADDR" ||
+        key == "MASTER_PORT" || key == "PIPPY_STORE" ||
+        key == "PIPPY_FAILED_RANKS" || key == "PIPPY_LAUNCHED" ||
+        key == "OMP_NUM_THREADS")
+      continue;
+    env.push_back(kv);
+  }
+  env.push_back("RANK=" + std::to_string(rank));
+  env.push_back("WORLD_SIZE=" + std::to_string(options.nproc * options.nnodes));
+  env.push_back("LOCAL_RANK=" + std::to_string(local));
+  env.push_back("LOCAL_WORLD_SIZE=" + std::to_string(options.nproc));
+  env.push_back("MASTER_ADDR=" + setting.master.addr);
+  env.push_back("MASTER_PORT=" + std::to_string(setting.master.port));
+  env.push_back("OMP_NUM_THREADS=" + std::to_string(options.threadsPerRank));
+  env.push_back("PIPPY_LAUNCHED=1");
+  env.push_back("PIPPY_FAILED_RANKS=" + setting.failedPath);
+  if (options.nnodes == 1)
+    env.push_back("PIPPY_STORE=" + setting.storePath);
+  return env;
+}
+
+/// Forks local rank `local` with its output piped to the launcher.
+/// Prints why it could not.
+bool startRank(const RankSetting &setting, int local, Rank &r,
+               const std::function<int()> &rankMain) {
+  r.rank = setting.options.nodeRank * setting.options.nproc + local;
+  int out[2], err[2];
+  if (pipe(out) != 0 || pipe(err) != 0) {
+    std::perror("pippy-run: error: pipe");
+    return false;
+  }
+  std::vector<std::string> env = rankEnvironment(setting, r.rank, local);
+  std::fflush(nullptr); // nothing buffered here is written twice
+  pid_t launcher = getpid();
+  pid_t pid = fork();
+  if (pid < 0) {
+    std::perror("pippy-run: error: fork");
+    return false;
+  }
+  if (pid == 0)
+    becomeRank(out, err, env, rankMain, launcher);
+  close(out[1]);
+  close(err[1]);
+  r.pid = pid;
+  r.out = out[0];
+  r.err = err[0];
+  return true;
+}
+
+/// The launcher's watch over its ranks: it forwards their output and
+/// notices their exits. After the first failure the others get the
+/// communicator timeout (plus a margin) to notice and exit, then are
+/// killed.
+class Watch {
+public:
+  Watch(std::vector<Rank> &ranks, std::string failedPath)
+      : ranks(ranks), failedPath(std::move(failedPath)) {}
+
+  /// Until every rank has exited and said all it had to say; the run's
+  /// exit code.
+  int run() {
+    while (!done()) {
+      forwardOutput();
+      reapExits();
+      enforceDeadline();
+    }
+    reportErrors(ranks);
+    if (exitCode)
+      std::fprintf(stderr, "pippy-run: error: %s\n",
+                   failures.empty() ? "interrupted" : failures.c_str());
+    return exitCode;
+  }
+
+private:
+  bool done() const {
+    return std::all_of(ranks.begin(), ranks.end(), [](const Rank &r) {
+      return r.exited && r.out < 0 && r.err < 0;
+    });
+  }
+  void forwardOutput();
+  void reapExits();
+  void enforceDeadline();
+
+  std::vector<Rank> &ranks;
+  std::string failedPath;
+  int exitCode = 0;
+  double killAt = -1;
+  std::string failures;
+};
+
+/// Waits up to 100 ms for output and forwards what came, line by line.
+void Watch::forwardOutput() {
+  std::vector<pollfd> fds;
+  std::vector<std::pair<Rank *, bool>> owners; // rank, is stdout
+  for (Rank &r : ranks) {
+    if (r.out >= 0) {
+      fds.push_back({r.out, POLLIN, 0});
+      owners.push_back({&r, true});
+    }
+    if (r.err >= 0) {
+      fds.push_back({r.err, POLLIN, 0});
+      owners.push_back({&r, false});
+    }
+  }
+  int n = fds.empty() ? (usleep(50000), 0) : poll(fds.data(), fds.size(), 100);
+  for (size_t i = 0; n > 0 && i < fds.size(); ++i) {
+    if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
+      continue;
+    auto [r, isOut] = owners[i];
+    char chunk[65536];
+    ssize_t got = read(fds[i].fd, chunk, sizeof(chunk));
+    std::string &buffer = isOut ? r->outBuffer : r->errBuffer;
+    int target = isOut ? STDOUT_FILENO : STDERR_FILENO;
+    if (got > 0) {
+      buffer.append(chunk, got);
+      forwardLines(buffer, target, *r, false);
+    } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
+      forwardLines(buffer, target, *r, true);
+      close(fds[i].fd);
+      (isOut ? r->out : r->err) = -1;
+    }
+  }
+}
+
+/// Notes the ranks that exited; a failure is recorded in the run folder
+/// (for the ranks still running) and starts the grace period.
+void Watch::reapExits() {
+  for (Rank &r : ranks) {
+    if (r.exited)
+      continue;
+    int status;
+    if (waitpid(r.pid, &status, WNOHANG) != r.pid)
+      continue;
+    r.exited = true;
+    r.status = status;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      continue;
+    exitCode = 1;
+    std::string what =
+        "rank " + std::to_string(r.rank) + " " + describeExit(status);
+    failures += (failures.empty() ? "" : "; ") + what;
+    if (FILE *f = std::fopen(failedPath.c_str(), "a")) {
+      std::fprintf(f, "%s\n", what.c_str());
+      std::fclose(f);
+    }
+    if (WIFSIGNALED(status))
+      std::fprintf(stderr, "pippy-run: %s\n", what.c_str());
+    if (killAt < 0)
+      killAt = now() + kGraceSeconds;
+  }
+}
+
+/// Passes an interrupt on to the ranks, and kills those still running
+/// past the grace period.
+void Watch::enforceDeadline() {
+  if (interrupted && killAt < 0) {
+    for (Rank &r : ranks)
+      if (!r.exited)
+        kill(r.pid, interrupted);
+    exitCode = 1;
+    killAt = now() + 5;
+  }
+  if (killAt < 0 || now() <= killAt)
+    return;
+  for (Rank &r : ranks)
+    if (!r.exited) {
+      std::fprintf(stderr,
+                   "pippy-run: rank %d still running %.0f s after %s; "
+                   "killing it\n",
+                   r.rank, kGraceSeconds, failures.c_str());
+      kill(r.pid, SIGKILL);
+    }
+  killAt = now() + 3600;
+}
+
 } // namespace
 
 namespace pippy {
@@ -200,7 +427,6 @@ bool shouldLaunch(const LaunchOptions &options) {
 }
 
 int launch(const LaunchOptions &options, const std::function<int()> &rankMain) {
-  int world = options.nproc * options.nnodes;
   if (options.nproc < 1 || options.nnodes < 1 || options.nodeRank < 0 ||
       options.nodeRank >= options.nnodes) {
     std::fprintf(stderr,
@@ -209,7 +435,6 @@ int launch(const LaunchOptions &options, const std::function<int()> &rankMain) {
                  options.nproc, options.nnodes, options.nodeRank);
     return 1;
   }
-
   // Single node: a FileStore in a private directory. Several nodes: rank 0
   // hosts a TCPStore at the master address, which every node must be given.
   std::optional<rt::RunFolder> folder;
@@ -219,177 +444,21 @@ int launch(const LaunchOptions &options, const std::function<int()> &rankMain) {
     std::fprintf(stderr, "pippy-run: error: %s\n", e.what());
     return 1;
   }
-  std::string runDir = folder->path();
-  std::string storePath = runDir + "/store";
-  std::string failedPath = runDir + "/failed";
-  std::string masterAddr = options.masterAddr;
-  if (masterAddr.empty())
-    if (const char *env = std::getenv("MASTER_ADDR"))
-      masterAddr = env;
-  int masterPort = options.masterPort;
-  if (!masterPort)
-    if (const char *env = std::getenv("MASTER_PORT"); env && *env)
-      masterPort = std::atoi(env);
-  if (options.nnodes > 1) {
-    if (masterAddr.empty() || !masterPort) {
-      std::fprintf(stderr,
-                   "pippy-run: error: --nnodes %d needs --master-addr and "
-                   "--master-port (or MASTER_ADDR and MASTER_PORT) naming "
-                   "rank 0's host\n",
-                   options.nnodes);
-      return 1;
-    }
-  } else {
-    if (masterAddr.empty())
-      masterAddr = "127.0.0.1";
-    if (!masterPort)
-      masterPort = freePort();
-  }
+  std::optional<Master> master = findMaster(options);
+  if (!master)
+    return 1;
+  RankSetting setting{options, *master, folder->path() + "/store",
+                      folder->path() + "/failed"};
 
   std::signal(SIGINT, onSignal);
   std::signal(SIGTERM, onSignal);
   std::signal(SIGPIPE, SIG_IGN);
 
   std::vector<Rank> ranks(options.nproc);
-  for (int local = 0; local < options.nproc; ++local) {
-    Rank &r = ranks[local];
-    r.rank = options.nodeRank * options.nproc + local;
-    int out[2], err[2];
-    if (pipe(out) != 0 || pipe(err) != 0) {
-      std::perror("pippy-run: error: pipe");
+  for (int local = 0; local < options.nproc; ++local)
+    if (!startRank(setting, local, ranks[local], rankMain))
       return 1;
-    }
-    std::vector<std::string> env;
-    for (char **e = environ; *e; ++e) {
-      std::string kv = *e;
-      std::string key = kv.substr(0, kv.find('='));
-      if (key == "RANK" || key == "WORLD_SIZE" || key == "LOCAL_RANK" ||
-          key == "LOCAL_WORLD_SIZE" || key == "MASTER_ADDR" ||
-          key == "MASTER_PORT" || key == "PIPPY_STORE" ||
-          key == "PIPPY_FAILED_RANKS" || key == "PIPPY_LAUNCHED" ||
-          key == "OMP_NUM_THREADS")
-        continue;
-      env.push_back(kv);
-    }
-    env.push_back("RANK=" + std::to_string(r.rank));
-    env.push_back("WORLD_SIZE=" + std::to_string(world));
-    env.push_back("LOCAL_RANK=" + std::to_string(local));
-    env.push_back("LOCAL_WORLD_SIZE=" + std::to_string(options.nproc));
-    env.push_back("MASTER_ADDR=" + masterAddr);
-    env.push_back("MASTER_PORT=" + std::to_string(masterPort));
-    env.push_back("OMP_NUM_THREADS=" + std::to_string(options.threadsPerRank));
-    env.push_back("PIPPY_LAUNCHED=1");
-    env.push_back("PIPPY_FAILED_RANKS=" + failedPath);
-    if (options.nnodes == 1)
-      env.push_back("PIPPY_STORE=" + storePath);
-
-    std::fflush(nullptr); // nothing buffered here is written twice
-    pid_t launcher = getpid();
-    pid_t pid = fork();
-    if (pid < 0) {
-      std::perror("pippy-run: error: fork");
-      return 1;
-    }
-    if (pid == 0)
-      becomeRank(out, err, env, rankMain, launcher);
-    close(out[1]);
-    close(err[1]);
-    r.pid = pid;
-    r.out = out[0];
-    r.err = err[0];
-  }
-
-  // Forward output and watch for exits. After the first failure the others
-  // get the communicator timeout (plus a margin) to notice and exit, then
-  // are killed.
-  int exitCode = 0;
-  double killAt = -1;
-  std::string failures;
-  for (;;) {
-    std::vector<pollfd> fds;
-    std::vector<std::pair<Rank *, bool>> owners; // rank, is stdout
-    for (Rank &r : ranks) {
-      if (r.out >= 0) {
-        fds.push_back({r.out, POLLIN, 0});
-        owners.push_back({&r, true});
-      }
-      if (r.err >= 0) {
-        fds.push_back({r.err, POLLIN, 0});
-        owners.push_back({&r, false});
-      }
-    }
-    bool allExited = true;
-    for (Rank &r : ranks)
-      allExited &= r.exited;
-    if (fds.empty() && allExited)
-      break;
-    int n =
-        fds.empty() ? (usleep(50000), 0) : poll(fds.data(), fds.size(), 100);
-    for (size_t i = 0; n > 0 && i < fds.size(); ++i) {
-      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
-        continue;
-      auto [r, isOut] = owners[i];
-      char chunk[65536];
-      ssize_t got = read(fds[i].fd, chunk, sizeof(chunk));
-      std::string &buffer = isOut ? r->outBuffer : r->errBuffer;
-      int target = isOut ? STDOUT_FILENO : STDERR_FILENO;
-      if (got > 0) {
-        buffer.append(chunk, got);
-        forwardLines(buffer, target, *r, false);
-      } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
-        forwardLines(buffer, target, *r, true);
-        close(fds[i].fd);
-        (isOut ? r->out : r->err) = -1;
-      }
-    }
-    for (Rank &r : ranks) {
-      if (r.exited)
-        continue;
-      int status;
-      if (waitpid(r.pid, &status, WNOHANG) != r.pid)
-        continue;
-      r.exited = true;
-      r.status = status;
-      bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-      if (ok)
-        continue;
-      exitCode = 1;
-      std::string what =
-          "rank " + std::to_string(r.rank) + " " + describeExit(status);
-      failures += (failures.empty() ? "" : "; ") + what;
-      if (FILE *f = std::fopen(failedPath.c_str(), "a")) {
-        std::fprintf(f, "%s\n", what.c_str());
-        std::fclose(f);
-      }
-      if (WIFSIGNALED(status))
-        std::fprintf(stderr, "pippy-run: %s\n", what.c_str());
-      if (killAt < 0)
-        killAt = now() + kGraceSeconds;
-    }
-    if (interrupted && killAt < 0) {
-      for (Rank &r : ranks)
-        if (!r.exited)
-          kill(r.pid, interrupted);
-      exitCode = 1;
-      killAt = now() + 5;
-    }
-    if (killAt >= 0 && now() > killAt) {
-      for (Rank &r : ranks)
-        if (!r.exited) {
-          std::fprintf(stderr,
-                       "pippy-run: rank %d still running %.0f s after %s; "
-                       "killing it\n",
-                       r.rank, kGraceSeconds, failures.c_str());
-          kill(r.pid, SIGKILL);
-        }
-      killAt = now() + 3600;
-    }
-  }
-  reportErrors(ranks);
-  if (exitCode)
-    std::fprintf(stderr, "pippy-run: error: %s\n",
-                 failures.empty() ? "interrupted" : failures.c_str());
-  return exitCode;
+  return Watch(ranks, setting.failedPath).run();
 }
 
 } // namespace pippy

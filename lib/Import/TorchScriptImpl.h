@@ -121,6 +121,16 @@ private:
   bool isFoldable(jit::Node *node);
   void importGetAttr(jit::Node *node, mlir::Location loc);
   void importOperator(jit::Node *node, mlir::Location loc);
+  /// The tensor an operator node writes into (in place or `out=`), if any.
+  struct OperatorWrite {
+    jit::Value *written = nullptr;
+    std::optional<size_t> outArg; ///< the `out=` argument's index
+    std::string assignedBuffer;   ///< a buffer updated in place (training)
+  };
+  OperatorWrite resolveWrite(jit::Node *node, const std::string &ns,
+                             std::string &name, std::string &overload);
+  llvm::SmallVector<mlir::Value> operatorOperands(jit::Node *node,
+                                                  std::optional<size_t> outArg);
   bool toFunctional(jit::Node *node, const std::string &ns, std::string &name,
                     std::string &overload);
   void assignBuffer(jit::Node *node, const std::string &buffer,

@@ -444,65 +444,66 @@ void Importer::importGetAttr(jit::Node *node, Location loc) {
   mapped[node->output()] = constant;
 }
 
-void Importer::importOperator(jit::Node *node, Location loc) {
+/// What an operator node writes into, resolved: an in-place op becomes its
+/// functional form and an `out=` op its functional overload (`name` and
+/// `overload` change), and later uses of the written tensor see the result.
+Importer::OperatorWrite Importer::resolveWrite(jit::Node *node,
+                                               const std::string &ns,
+                                               std::string &name,
+                                               std::string &overload) {
+  OperatorWrite write;
   const c10::FunctionSchema &schema = node->schema();
-  std::string ns = schema.name().substr(0, schema.name().find("::"));
-  std::string name = schema.name().substr(ns.size() + 2);
-  std::string overload = schema.overload_name();
-
-  // In-place ops become their functional form; later uses of the written
-  // tensor see the result.
   bool inPlace = name.size() > 1 && name.back() == '_' &&
                  !(name.size() > 4 && name.rfind("__", 0) == 0);
-  jit::Value *written = nullptr;
-  std::string assignedBuffer; // a buffer updated in place while training
   if (inPlace) {
-    written = node->inputs()[0];
-    if (attrPaths.count(written)) {
-      assignedBuffer = canonicalName(attrPaths[written]);
-      if (!llvm::is_contained(buffers, assignedBuffer))
-        failWriteTo(node, assignedBuffer, "");
+    write.written = node->inputs()[0];
+    if (attrPaths.count(write.written)) {
+      write.assignedBuffer = canonicalName(attrPaths[write.written]);
+      if (!llvm::is_contained(buffers, write.assignedBuffer))
+        failWriteTo(node, write.assignedBuffer, "");
     } else {
-      checkNotParameterMemory(node, written);
+      checkNotParameterMemory(node, write.written);
     }
     name.pop_back();
     if (!toFunctional(node, ns, name, overload))
       fail(describe(node) + " is in place, and its operator has no "
                             "functional form with the same arguments");
+    return write;
   }
-
-  // An `out=` op writes its result into its out arguments: it becomes
-  // its functional overload, and the out tensor holds the result.
   std::vector<size_t> outArgs;
-  if (!inPlace) {
-    const auto &args = schema.arguments();
-    for (size_t i = 0; i < args.size(); ++i)
-      if (args[i].alias_info() && args[i].alias_info()->isWrite())
-        outArgs.push_back(i);
-  }
-  if (!outArgs.empty()) {
-    if (outArgs.size() != 1)
-      fail(describe(node) + " writes into " + std::to_string(outArgs.size()) +
-           " of its arguments; pippy-import takes ops that write into one");
-    written = node->inputs()[outArgs[0]];
-    if (attrPaths.count(written))
-      failWriteTo(node, canonicalName(attrPaths[written]), "", "out= op ");
-    checkNotParameterMemory(node, written);
-    const c10::FunctionSchema *functional =
-        functionalOverload(node, outArgs[0]);
-    if (!functional)
-      fail(describe(node) + " writes its result into an existing tensor "
-                            "(out=), and its operator has no functional "
-                            "overload with the other arguments");
-    overload = functional->overload_name();
-  }
+  const auto &args = schema.arguments();
+  for (size_t i = 0; i < args.size(); ++i)
+    if (args[i].alias_info() && args[i].alias_info()->isWrite())
+      outArgs.push_back(i);
+  if (outArgs.empty())
+    return write;
+  if (outArgs.size() != 1)
+    fail(describe(node) + " writes into " + std::to_string(outArgs.size()) +
+         " of its arguments; pippy-import takes ops that write into one");
+  write.outArg = outArgs[0];
+  write.written = node->inputs()[outArgs[0]];
+  if (attrPaths.count(write.written))
+    failWriteTo(node, canonicalName(attrPaths[write.written]), "", "out= op ");
+  checkNotParameterMemory(node, write.written);
+  const c10::FunctionSchema *functional = functionalOverload(node, outArgs[0]);
+  if (!functional)
+    fail(describe(node) + " writes its result into an existing tensor "
+                          "(out=), and its operator has no functional "
+                          "overload with the other arguments");
+  overload = functional->overload_name();
+  return write;
+}
 
+/// The operands of an operator node's op, without its `out=` argument; a
+/// number operand is a fresh literal marked for the runtime, as execute()
+/// ran it.
+SmallVector<Value> Importer::operatorOperands(jit::Node *node,
+                                              std::optional<size_t> outArg) {
   SmallVector<Value> operands;
   for (auto [i, input] : llvm::enumerate(node->inputs())) {
-    if (!outArgs.empty() && i == outArgs[0])
+    if (outArg && i == *outArg)
       continue;
     if (isNumberOperand(node, i)) {
-      // A fresh literal marked for the runtime, as execute() ran it.
       Value literal =
           emitTensorLiteral(values.at(input).toTensor(), currentLocation());
       literal.getDefiningOp()->setAttr(::pippy::kWrappedNumberAttr,
@@ -512,6 +513,16 @@ void Importer::importOperator(jit::Node *node, Location loc) {
     }
     operands.push_back(lookup(input, node));
   }
+  return operands;
+}
+
+void Importer::importOperator(jit::Node *node, Location loc) {
+  const c10::FunctionSchema &schema = node->schema();
+  std::string ns = schema.name().substr(0, schema.name().find("::"));
+  std::string name = schema.name().substr(ns.size() + 2);
+  std::string overload = schema.overload_name();
+  OperatorWrite write = resolveWrite(node, ns, name, overload);
+  SmallVector<Value> operands = operatorOperands(node, write.outArg);
   SmallVector<Type> resultTypes;
   for (jit::Value *output : node->outputs())
     resultTypes.push_back(getValueType(output, node));
@@ -530,13 +541,13 @@ void Importer::importOperator(jit::Node *node, Location loc) {
                 builder.getI64IntegerAttr(nextRandomStream++));
   for (size_t i = 0; i < node->outputs().size(); ++i)
     mapped[node->outputs()[i]] = op->getResult(i);
-  if (written) {
-    mapped[written] = op->getResult(0);
-    values[written] = values.at(node->outputs()[0]);
-    recordWrite(node, written, op->getResult(0));
+  if (write.written) {
+    mapped[write.written] = op->getResult(0);
+    values[write.written] = values.at(node->outputs()[0]);
+    recordWrite(node, write.written, op->getResult(0));
   }
-  if (!assignedBuffer.empty())
-    assignBuffer(node, assignedBuffer, op->getResult(0), loc);
+  if (!write.assignedBuffer.empty())
+    assignBuffer(node, write.assignedBuffer, op->getResult(0), loc);
 }
 
 /// `buffer.op_(...)` while training: the buffer takes the functional op's

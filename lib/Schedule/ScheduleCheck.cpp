@@ -224,8 +224,15 @@ llvm::Error RankChecker::requireBefore(size_t i, Op op, int stage,
                                        int m) const {
   if (has(op, stage, m))
     return llvm::Error::success();
-  return error("action " + list[i].str() + " comes before " +
-               Action{op, stage, m}.str() + ", which it needs\n" + where(i));
+  Action needed{op, stage, m};
+  bool later = llvm::any_of(list, [&](const Action &b) { return b == needed; });
+  if (!later)
+    return error("action " + list[i].str() + " needs " + needed.str() +
+                 ", which rank" + llvm::Twine(r) +
+                 " never runs; the schedule has " + llvm::Twine(M) +
+                 (M == 1 ? " micro-batch\n" : " micro-batches\n") + where(i));
+  return error("action " + list[i].str() + " comes before " + needed.str() +
+               ", which it needs\n" + where(i));
 }
 
 /// Requires micro-batch `m`'s input gradients of `stage` (B or I).

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <deque>
 #include <map>
 #include <set>
@@ -282,6 +283,43 @@ void CostSimulation::finish(int r, const Action &a, double start) {
     computeHeld(r, 1);
 }
 
+/// A time in a costs file: a number from 0 to 1e200 (larger ones would
+/// overflow the simulation's sums).
+std::optional<double> timeOf(const llvm::json::Value &value) {
+  std::optional<double> number = value.getAsNumber();
+  if (!number || !(*number >= 0 && *number <= 1e200))
+    return std::nullopt;
+  return number;
+}
+
+std::string timeText(double time) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", time);
+  return text;
+}
+
+/// What a costs file may not say, once read over the costs it replaces: a
+/// stage's weight gradients (W) costing more than its whole backward (B),
+/// which includes them, or an action of a stage the pipeline lacks.
+llvm::Error checkCosts(const StageCosts &costs, int numStages) {
+  for (int s = 0; s < numStages; ++s)
+    if (s < static_cast<int>(costs.weight.size()) &&
+        s < static_cast<int>(costs.backward.size()) &&
+        costs.weight[s] > costs.backward[s])
+      return error("costs: stage " + llvm::Twine(s) + "'s 'weight' (" +
+                   timeText(costs.weight[s]) +
+                   ") is more than its 'backward' (" +
+                   timeText(costs.backward[s]) + "), which includes it");
+  for (const auto *map : {&costs.actions, &costs.held})
+    for (const auto &[name, time] : *map)
+      if (std::optional<Action> a = parseAction(name);
+          a && a->stage >= numStages)
+        return error("costs: '" + name + "' names stage " +
+                     llvm::Twine(a->stage) + "; the pipeline has stages 0.." +
+                     llvm::Twine(numStages - 1));
+  return llvm::Error::success();
+}
+
 } // namespace
 
 llvm::Error pippy::schedule::readStageCosts(llvm::StringRef json, int numStages,
@@ -305,8 +343,8 @@ llvm::Error pippy::schedule::readStageCosts(llvm::StringRef json, int numStages,
                    llvm::Twine(numStages) + " numbers, one per stage");
     field->clear();
     for (const llvm::json::Value &v : *list) {
-      std::optional<double> number = v.getAsNumber();
-      if (!number || *number < 0)
+      std::optional<double> number = timeOf(v);
+      if (!number)
         return error(llvm::Twine("costs: '") + key +
                      "' holds something other than a time");
       field->push_back(*number);
@@ -315,8 +353,8 @@ llvm::Error pippy::schedule::readStageCosts(llvm::StringRef json, int numStages,
   for (auto [key, field] : {std::pair{"message", &costs.message},
                             std::pair{"transfer", &costs.transfer}})
     if (const llvm::json::Value *value = object->get(key)) {
-      std::optional<double> number = value->getAsNumber();
-      if (!number || *number < 0)
+      std::optional<double> number = timeOf(*value);
+      if (!number)
         return error(llvm::Twine("costs: '") + key + "' must be a time");
       *field = *number;
     }
@@ -329,8 +367,8 @@ llvm::Error pippy::schedule::readStageCosts(llvm::StringRef json, int numStages,
                      "' must map actions to times");
       for (const auto &[name, time] : *map) {
         std::optional<Action> action = parseAction(name);
-        std::optional<double> number = time.getAsNumber();
-        if (!action || !number || *number < 0)
+        std::optional<double> number = timeOf(time);
+        if (!action || !number)
           return error(llvm::Twine("costs: '") + key + "': '" + name.str() +
                        "' must be an action with a time");
         (*field)[action->str()] = *number;
@@ -345,7 +383,7 @@ llvm::Error pippy::schedule::readStageCosts(llvm::StringRef json, int numStages,
         return error(llvm::Twine("costs: '") + key + "' must be true or false");
       *field = *on;
     }
-  return llvm::Error::success();
+  return checkCosts(costs, numStages);
 }
 
 Simulation pippy::schedule::simulate(const Schedule &schedule,

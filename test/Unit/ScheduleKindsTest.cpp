@@ -196,7 +196,7 @@ TEST(ScheduleKinds, LocalHandOversAreOrderedAndNeverSent) {
        "3STEP\n"
        "rank1: 1RECV_F0 1F0 2F0 2SEND_F0 2RECV_B0 2B0 1B0 1SEND_B0 1STEP "
        "2STEP\n",
-       "action 3STEP comes before 3W0"},
+       "action 3STEP needs 3W0, which rank0 never runs"},
       // A STEP before the rank's other actions.
       {"rank0: 0F0 0SEND_F0 3RECV_F0 3F0 3B0 3SEND_B0 3STEP 0RECV_B0 0B0 "
        "0STEP\n"
@@ -393,5 +393,21 @@ TEST(ScheduleKinds, HeldWeightGradientsAndSteps) {
             std::string::npos);
   EXPECT_NE(errorText(readStageCosts(R"({"hold_weight_gradients": 1})", 2, bad))
                 .find("'hold_weight_gradients' must be true or false"),
+            std::string::npos);
+  // An action of a stage the pipeline lacks; a W costing more than the
+  // backward that includes it (here over the costs it replaces); a time
+  // whose sums would overflow.
+  auto refused = [](const char *json) {
+    StageCosts costs = unitCosts(2);
+    return errorText(readStageCosts(json, 2, costs));
+  };
+  EXPECT_NE(refused(R"({"actions": {"2F0": 1}})")
+                .find("'2F0' names stage 2; the pipeline has stages 0..1"),
+            std::string::npos);
+  EXPECT_NE(refused(R"({"weight": [1, 3]})")
+                .find("stage 1's 'weight' (3) is more than its 'backward' (2)"),
+            std::string::npos);
+  EXPECT_NE(refused(R"({"forward": [1e300, 1]})")
+                .find("'forward' holds something other than a time"),
             std::string::npos);
 }

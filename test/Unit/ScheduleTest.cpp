@@ -160,7 +160,9 @@ TEST(Schedule, BadListsAreRejected) {
       // Rank 1 forgets to receive micro-batch 1.
       {"rank0: 0F0 0SEND_F0 0F1 0SEND_F1 0RECV_B0 0B0 0RECV_B1 0B1 0STEP\n"
        "rank1: 1RECV_F0 1F0 1B0 1SEND_B0 1F1 1B1 1SEND_B1 1STEP\n",
-       "action 1F1 comes before 1RECV_F1", 2},
+       "action 1F1 needs 1RECV_F1, which rank1 never runs; the schedule has 2 "
+       "micro-batches",
+       2},
       // Backward before forward.
       {"rank0: 0RECV_B0 0B0 0F0 0SEND_F0 0STEP\n"
        "rank1: 1RECV_F0 1F0 1B0 1SEND_B0 1STEP\n",
