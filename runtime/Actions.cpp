@@ -242,11 +242,36 @@ void RankRunner::fillWait(size_t next, int step, int64_t cursor, int &inflight,
     std::optional<size_t> work = early.pick(next);
     if (!work && !stageAlone.empty())
       work = early.pickStep(next);
-    if (!work)
+    if (work) {
+      runAction(plan.actions[*work], step, cursor, inflight, optimizer);
+      early.ranEarly(*work);
+    } else if (!fillForward(next, step, cursor, inflight, optimizer))
       return;
-    runAction(plan.actions[*work], step, cursor, inflight, optimizer);
-    early.ranEarly(*work);
   }
+}
+
+/// --fill-forwards: runs the forward WaitFill picks (with its receive),
+/// unless the rank already holds its budget of early forwards.
+bool RankRunner::fillForward(size_t next, int step, int64_t cursor,
+                             int &inflight,
+                             ::torch::optim::Optimizer &optimizer) {
+  if (early.forwardsAhead(next) >= options.fillForwards)
+    return false;
+  auto pick = early.pickForward(next, [&](size_t i) {
+    const ScheduledAction &receive = plan.actions[i];
+    const std::vector<CommHandlePtr> &handles =
+        stageRun(receive.stage).mbs[receive.microbatch].recvF;
+    return std::all_of(handles.begin(), handles.end(),
+                       [](const CommHandlePtr &h) { return h->isCompleted(); });
+  });
+  if (!pick)
+    return false;
+  for (std::optional<size_t> i : {pick->second, std::optional(pick->first)})
+    if (i) {
+      runAction(plan.actions[*i], step, cursor, inflight, optimizer);
+      early.ranEarly(*i);
+    }
+  return true;
 }
 
 /// The step's receives, which its RECV actions left to the device

@@ -347,6 +347,12 @@ const std::vector<Option> &options() {
        "steps a stage whose work in the step is done (default; the same "
        "bits); =false keeps the schedule's order",
        flag(&RunOptions::fillWaits)},
+      {"fill-forwards", "N",
+       "with --fill-waits, a rank about to wait for a gradient may also run "
+       "a later forward whose input has come, holding at most N "
+       "micro-batches' activations more than its schedule does (default: 0, "
+       "none)",
+       integer("fill-forwards", &RunOptions::fillForwards, 0)},
       {"allow-tf32", nullptr,
        "let CUDA matrix products and convolutions round float32 to TF32 "
        "(off by default: float32 stays float32 on every device)",
@@ -386,6 +392,44 @@ const Option *find(const std::string &name) {
     if (name == o.name)
       return &o;
   return nullptr;
+}
+
+/// What two options given together make wrong, or "".
+std::string conflictBetween(const RunOptions &o) {
+  if (o.resume && o.checkpointDir.empty())
+    return "--resume needs --checkpoint-dir";
+  if (o.checkpointEvery > 0 && o.checkpointDir.empty())
+    return "--checkpoint-every needs --checkpoint-dir";
+  if (o.keepCheckpoints > 0 && o.checkpointDir.empty())
+    return "--keep-checkpoints needs --checkpoint-dir";
+  if (o.infer && !o.metricsPath.empty())
+    return "--metrics records training steps; --infer writes its "
+           "outputs to --output alone";
+  if (o.infer && !o.saveGradsPath.empty())
+    return "--save-grads records training's gradients; --infer computes "
+           "none";
+  if (!o.infer && !o.outputPath.empty())
+    return "--output goes with --infer (training writes --save-weights "
+           "and --metrics)";
+  if (o.microbatches && *o.microbatches % o.dp != 0)
+    return "--microbatches " + std::to_string(*o.microbatches) +
+           " cannot be dealt evenly to the " + std::to_string(o.dp) +
+           " replicas of --dp " + std::to_string(o.dp) +
+           "; give a multiple of " + std::to_string(o.dp);
+  if (o.zero && o.dp == 1)
+    return "--zero 1 shards the optimizer state over data-parallel "
+           "replicas; give --dp 2 or more";
+  if (o.fillForwards > 0 && !o.fillWaits)
+    return "--fill-forwards fills waits: it goes with --fill-waits (on "
+           "unless =false)";
+  if (o.fillForwards > 0 && o.tp > 1)
+    return "--fill-forwards does not go with --tp: the ranks of a "
+           "tensor-parallel group run each forward together, and a "
+           "rank alone cannot move one";
+  if (o.nodeRank >= o.nnodes)
+    return "--node-rank " + std::to_string(o.nodeRank) +
+           " is not a node of --nnodes " + std::to_string(o.nnodes);
+  return "";
 }
 
 } // namespace
@@ -440,32 +484,8 @@ std::optional<RunOptions> parseRunOptions(const std::vector<std::string> &argv,
   }
   if (result.programPath.empty())
     return fail("no program given; usage: pippy-run PROGRAM [options]");
-  if (result.resume && result.checkpointDir.empty())
-    return fail("--resume needs --checkpoint-dir");
-  if (result.checkpointEvery > 0 && result.checkpointDir.empty())
-    return fail("--checkpoint-every needs --checkpoint-dir");
-  if (result.keepCheckpoints > 0 && result.checkpointDir.empty())
-    return fail("--keep-checkpoints needs --checkpoint-dir");
-  if (result.infer && !result.metricsPath.empty())
-    return fail("--metrics records training steps; --infer writes its "
-                "outputs to --output alone");
-  if (result.infer && !result.saveGradsPath.empty())
-    return fail("--save-grads records training's gradients; --infer computes "
-                "none");
-  if (!result.infer && !result.outputPath.empty())
-    return fail("--output goes with --infer (training writes --save-weights "
-                "and --metrics)");
-  if (result.microbatches && *result.microbatches % result.dp != 0)
-    return fail("--microbatches " + std::to_string(*result.microbatches) +
-                " cannot be dealt evenly to the " + std::to_string(result.dp) +
-                " replicas of --dp " + std::to_string(result.dp) +
-                "; give a multiple of " + std::to_string(result.dp));
-  if (result.zero && result.dp == 1)
-    return fail("--zero 1 shards the optimizer state over data-parallel "
-                "replicas; give --dp 2 or more");
-  if (result.nodeRank >= result.nnodes)
-    return fail("--node-rank " + std::to_string(result.nodeRank) +
-                " is not a node of --nnodes " + std::to_string(result.nnodes));
+  if (std::string conflict = conflictBetween(result); !conflict.empty())
+    return fail(conflict);
   return result;
 }
 

@@ -97,6 +97,8 @@ private:
   void waitReceives();
   void fillWait(size_t next, int step, int64_t cursor, int &inflight,
                 ::torch::optim::Optimizer &optimizer);
+  bool fillForward(size_t next, int step, int64_t cursor, int &inflight,
+                   ::torch::optim::Optimizer &optimizer);
   StageRun &stageRun(int stage);
   // Actions.cpp: the actions.
   void postReceives(StageRun &run, bool training);

@@ -4,6 +4,7 @@
 Usage:
     /usr/bin/python3 bench/pipeline/schedules.py --bin build/bin [--rounds 3]
         [--steps 34] [--warmup 4] [--work /tmp/pippy-bench-schedules]
+        [--gloo-too] [--nofill-too] [--fill-forwards N]
 
 The model of bench/pipeline/model.py (16 x Linear(1024)+ReLU, batch 64 in 8
 micro-batches of 8 rows, MSE, SGD lr 0.01) on 2 ranks: gpipe, 1f1b and
@@ -13,7 +14,8 @@ interleaved, `--rounds` times each, one intra-op thread per rank; messages
 between the ranks go through shared memory (with --gloo-too every kind runs
 a second time with them through Gloo, interleaved, rows "KIND gloo"; with
 --nofill-too every kind with W actions runs again with --fill-waits=false,
-rows "KIND nofill"). For each kind it prints the
+rows "KIND nofill"; with --fill-forwards N zb1p, zbv and dualpipev run
+again with --fill-forwards N, rows "KIND ffN"). For each kind it prints the
 median step time (the slowest rank's, warm-up steps dropped, over all
 rounds), the measured bubble (pippy-run --metrics: 1 - busy / (ranks x
 wall)), the bubble the simulator predicts on the cost model
@@ -24,8 +26,8 @@ per stage and step: STEP; per message: the median SEND time;
 `--pippy-report=costs=...`), the bubble it predicts replaying each of that
 trace's steps on its own action times (the costs' `actions`; what the mean
 costs cannot hold: the first backward's slower start, noise), the step
-against 1f1b's, and the first
-steps' losses, which must be the same for every kind.
+against 1f1b's, each rank's peak of micro-batches in flight (--metrics),
+and the first steps' losses, which must be the same for every kind.
 """
 import argparse
 import collections
@@ -153,6 +155,9 @@ def main():
     ap.add_argument("--nofill-too", action="store_true",
                     help="run every kind with W actions a second time with "
                     "--fill-waits=false, interleaved")
+    ap.add_argument("--fill-forwards", type=int, default=0, metavar="N",
+                    help="run the zero-bubble kinds on 4 stages a second time "
+                    "with --fill-forwards N, interleaved")
     args = ap.parse_args()
     os.environ["OMP_NUM_THREADS"] = "1"
     w, b, M = args.work, args.bin, 8
@@ -178,9 +183,13 @@ def main():
     if args.nofill_too:
         runs += [(f"{kind} nofill", kind, ["--fill-waits=false"])
                  for kind in ("zb-h1", "zb1p", "zbv", "dualpipev")]
+    if args.fill_forwards:
+        n = str(args.fill_forwards)
+        runs += [(f"{kind} ff{n}", kind, ["--fill-forwards", n])
+                 for kind in ("zb1p", "zbv", "dualpipev")]
     times = {label: [] for label, _, _ in runs}
     bubbles = {label: [] for label, _, _ in runs}
-    losses = {}
+    losses, peaks = {}, {}
     for r in range(args.rounds):
         for label, kind, flags in runs:
             name = label.replace(" ", "-")
@@ -194,6 +203,7 @@ def main():
             times[label] += steps
             bubbles[label].append(steady_bubble(m, args.warmup))
             losses[label] = [s["loss"] for s in m["steps"]][:3]
+            peaks[label] = m["peak_inflight_microbatches"]
             print(f"round {r + 1}/{args.rounds} {label:22s} median "
                   f"{statistics.median(steps) * 1e3:7.1f} ms  bubble "
                   f"{m['bubble_fraction']:.3f}", flush=True)
@@ -204,6 +214,8 @@ def main():
         costs = measured_costs(f"{w}/{name}.trace.json", stages, M,
                                args.warmup)
         costs["fill_waits"] = "--fill-waits=false" not in flags
+        if "--fill-forwards" in flags:
+            costs["fill_forwards"] = int(flags[-1])
         path = f"{w}/{name}.costs.json"
         json.dump(costs, open(path, "w"))
         measured[label] = simulate(b, f"{w}/pipe{stages}.mlir", kind, M, path)
@@ -213,7 +225,7 @@ def main():
     med = {k: statistics.median(v) for k, v in times.items()}
     print(f"\n{'kind':22s} {'stages':>6s} {'median ms':>10s} {'steps':>6s} "
           f"{'bubble':>7s} {'model':>6s} {'costs':>6s} {'replay':>6s} "
-          f"{'vs 1f1b':>8s}  "
+          f"{'vs 1f1b':>8s} {'in flight':>9s}  "
           f"losses")
     for label, kind, _ in runs:
         print(f"{label:22s} {KINDS[kind]:6d} {med[label] * 1e3:10.1f} "
@@ -221,12 +233,14 @@ def main():
               f"{statistics.median(bubbles[label]):7.3f} "
               f"{simulated[kind]:6.3f} {measured[label]:6.3f} "
               f"{replayed[label]:6.3f} "
-              f"{med['1f1b'] / med[label]:8.3f}  "
+              f"{med['1f1b'] / med[label]:8.3f} "
+              f"{'/'.join(map(str, peaks[label])):>9s}  "
               + " ".join(f"{x:.6f}" for x in losses[label]))
     print("\nbubble: measured (--metrics, after the warm-up steps); model: "
           "simulated on the cost model; costs: simulated on the last round's "
           "measured costs; replay: simulated on each of its steps' own action "
-          "times")
+          "times; in flight: each rank's peak of micro-batches held "
+          "(--metrics)")
     same = all(v == losses["1f1b"] for v in losses.values())
     print(f"\nthe same losses on every kind: {'yes' if same else 'NO'}")
     return 0 if same else 1

@@ -141,6 +141,9 @@ private:
   /// With fillWaits: rank `r`, whose next action waits until `until`,
   /// computes W's of its list early meanwhile.
   void fillWait(int r, double until);
+  /// With fillForwards: rank `r` runs a later F whose input has come, if
+  /// its micro-batches in flight stay within the budget; whether it did.
+  bool fillForward(int r);
 
   const Schedule &schedule;
   Peers peers;
@@ -198,11 +201,31 @@ void CostSimulation::fillWait(int r, double until) {
     std::optional<size_t> work = early[r].pick(pc[r]);
     if (!work && stepsAlone[r])
       work = early[r].pickStep(pc[r]);
-    if (!work)
-      return;
+    if (!work) {
+      if (!fillForward(r))
+        return;
+      continue;
+    }
     finish(r, schedule.ranks[r][*work], clock[r]);
     early[r].ranEarly(*work);
   }
+}
+
+bool CostSimulation::fillForward(int r) {
+  if (early[r].forwardsAhead(pc[r]) >= costs.fillForwards)
+    return false;
+  auto pick = early[r].pickForward(pc[r], [&](size_t i) {
+    std::optional<double> start = startOf(r, schedule.ranks[r][i]);
+    return start && *start <= clock[r];
+  });
+  if (!pick)
+    return false;
+  for (std::optional<size_t> i : {pick->second, std::optional(pick->first)})
+    if (i) {
+      finish(r, schedule.ranks[r][*i], clock[r]);
+      early[r].ranEarly(*i);
+    }
+  return true;
 }
 
 void CostSimulation::computeHeld(int r, size_t keep) {
@@ -383,6 +406,12 @@ llvm::Error pippy::schedule::readStageCosts(llvm::StringRef json, int numStages,
         return error(llvm::Twine("costs: '") + key + "' must be true or false");
       *field = *on;
     }
+  if (const llvm::json::Value *value = object->get("fill_forwards")) {
+    std::optional<int64_t> n = value->getAsInteger();
+    if (!n || *n < 0 || *n > 1000000)
+      return error("costs: 'fill_forwards' must be a count of micro-batches");
+    costs.fillForwards = static_cast<int>(*n);
+  }
   return checkCosts(costs, numStages);
 }
 

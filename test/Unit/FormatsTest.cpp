@@ -176,6 +176,18 @@ TEST(RunOptions, RefusesBadValuesWithOneLine) {
   EXPECT_EQ(message, "pippy-run: error: --resume needs --checkpoint-dir\n");
   EXPECT_FALSE(parse({"exe/", "--steps"}, message));
   EXPECT_NE(message.find("needs a value"), std::string::npos) << message;
+  EXPECT_FALSE(parse({"exe/", "--fill-forwards", "-1"}, message));
+  EXPECT_NE(message.find("--fill-forwards"), std::string::npos) << message;
+  EXPECT_FALSE(
+      parse({"exe/", "--fill-forwards", "1", "--fill-waits=false"}, message));
+  EXPECT_EQ(message, "pippy-run: error: --fill-forwards fills waits: it goes "
+                     "with --fill-waits (on unless =false)\n");
+  EXPECT_FALSE(parse({"exe/", "--fill-forwards", "1", "--tp", "2"}, message));
+  EXPECT_NE(message.find("does not go with --tp"), std::string::npos)
+      << message;
+  auto forwards = parse({"exe/", "--fill-forwards", "2"}, message);
+  ASSERT_TRUE(forwards);
+  EXPECT_EQ(forwards->fillForwards, 2);
   EXPECT_FALSE(parse({"a/", "b/"}, message));
   EXPECT_NE(message.find("more than one program"), std::string::npos);
 }

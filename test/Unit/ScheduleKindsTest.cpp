@@ -410,4 +410,15 @@ TEST(ScheduleKinds, HeldWeightGradientsAndSteps) {
   EXPECT_NE(refused(R"({"forward": [1e300, 1]})")
                 .find("'forward' holds something other than a time"),
             std::string::npos);
+  for (const char *count :
+       {R"({"fill_forwards": -1})", R"({"fill_forwards": 1.5})",
+        R"({"fill_forwards": true})"})
+    EXPECT_NE(
+        refused(count).find("'fill_forwards' must be a count of micro-batches"),
+        std::string::npos)
+        << count;
+  StageCosts forwards = unitCosts(2);
+  ASSERT_FALSE(static_cast<bool>(
+      readStageCosts(R"({"fill_forwards": 2})", 2, forwards)));
+  EXPECT_EQ(forwards.fillForwards, 2);
 }

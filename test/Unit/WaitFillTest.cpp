@@ -16,6 +16,7 @@ WaitFill::Step W(int s, int m) { return {ActionKind::BackwardWeight, s, m}; }
 WaitFill::Step B(int s, int m) { return {ActionKind::Backward, s, m}; }
 WaitFill::Step F(int s, int m) { return {ActionKind::Forward, s, m}; }
 WaitFill::Step recv(int s, int m) { return {ActionKind::RecvB, s, m}; }
+WaitFill::Step recvF(int s, int m) { return {ActionKind::RecvF, s, m}; }
 WaitFill::Step step(int s) { return {ActionKind::Step, s, 0}; }
 WaitFill::Step sendB(int s, int m) { return {ActionKind::SendB, s, m}; }
 
@@ -32,14 +33,17 @@ struct Simulated {
         schedule::parse(text, stages, microbatches);
     EXPECT_TRUE(static_cast<bool>(s)) << llvm::toString(s.takeError());
     schedule = std::move(*s);
-    EXPECT_FALSE(static_cast<bool>(schedule::check(schedule, topo)));
+    llvm::Error invalid = schedule::check(schedule, topo);
+    EXPECT_FALSE(static_cast<bool>(invalid))
+        << llvm::toString(std::move(invalid));
     costs.forward.assign(stages, 1);
     costs.backward.assign(stages, 2);
     costs.weight.assign(stages, 1);
     costs.step.assign(stages, step);
   }
-  schedule::Simulation run(bool fillWaits) {
+  schedule::Simulation run(bool fillWaits, int fillForwards = 0) {
     costs.fillWaits = fillWaits;
+    costs.fillForwards = fillForwards;
     return schedule::simulate(schedule, topo, costs);
   }
 };
@@ -125,6 +129,71 @@ TEST(WaitFill, TheSimulatorFillsAWaitAsPippyRunDoes) {
   EXPECT_EQ(boxes(filled, 0),
             (std::vector<std::string>{"0F0@0", "0F1@1", "0I0@3", "0W0@4",
                                       "0I1@6", "0W1@7"}));
+}
+
+TEST(WaitFill, PicksAForwardWhoseInputHasCome) {
+  // Rank 1 of a V waits for 2's gradient; 1F1's input may have come.
+  WaitFill fill({recvF(1, 0), F(1, 0), F(2, 0), recv(2, 0), I(2, 0),
+                 recvF(1, 1), F(1, 1), F(2, 1)});
+  auto none = [](size_t) { return false; };
+  auto all = [](size_t) { return true; };
+  // 2F1 takes 1F1's output: only 1F1, with its receive, may go first.
+  EXPECT_EQ(fill.pickForward(3, none), std::nullopt);
+  auto pick = fill.pickForward(3, all);
+  ASSERT_TRUE(pick);
+  EXPECT_EQ(pick->first, 6u);
+  EXPECT_EQ(pick->second, std::optional<size_t>(5));
+  EXPECT_EQ(fill.forwardsAhead(3), 0);
+  fill.ranEarly(5);
+  fill.ranEarly(6);
+  EXPECT_EQ(fill.forwardsAhead(3), 1);
+  // Now 2F1 may run: its local input is there and it receives nothing.
+  auto next = fill.pickForward(3, none);
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->first, 7u);
+  EXPECT_EQ(next->second, std::nullopt);
+  // Once the order reaches an early forward, it no longer counts ahead.
+  EXPECT_EQ(fill.forwardsAhead(7), 0);
+}
+
+TEST(WaitFill, KeepsEachStagesForwardsInOrder) {
+  // 0F2 takes the data alone, but 0F1 before it still waits for nothing
+  // either: the first may go, never the second before it.
+  WaitFill fill({F(0, 0), recv(0, 0), I(0, 0), F(0, 1), F(0, 2)});
+  auto all = [](size_t) { return true; };
+  EXPECT_EQ(fill.pickForward(1, all)->first, 3u);
+  fill.ranEarly(3);
+  EXPECT_EQ(fill.pickForward(1, all)->first, 4u);
+  // A wait for an activation is not filled with a forward: not with the
+  // one it waits for, nor with a later one (1F1 would delay 1F0).
+  WaitFill waiting({recvF(1, 0), F(1, 0), recvF(1, 1), F(1, 1)});
+  EXPECT_EQ(waiting.pickForward(0, all), std::nullopt);
+  WaitFill first({recvF(1, 0), F(1, 0), F(0, 1)});
+  EXPECT_EQ(first.pickForward(0, all), std::nullopt);
+}
+
+TEST(WaitFill, TheSimulatorFillsAWaitWithAForward) {
+  // Rank 1 of a V waits for 2's gradient from 3 to 5 (rank 0 runs 3F0 and
+  // 3I0); with one forward ahead allowed it runs 1F1 (3 to 4) meanwhile and
+  // the step ends at 17 instead of 18, holding 3 micro-batches at once
+  // instead of 2.
+  Simulated v(
+      "rank0: 0F0 0SEND_F0 0F1 0SEND_F1 3RECV_F0 3F0 3I0 3SEND_B0 3W0 "
+      "3RECV_F1 3F1 3I1 3SEND_B1 3W1 0RECV_B0 0I0 0W0 0RECV_B1 0I1 0W1 "
+      "0STEP 3STEP\n"
+      "rank1: 1RECV_F0 1F0 2F0 2SEND_F0 2RECV_B0 2I0 2W0 1I0 "
+      "1SEND_B0 1W0 1RECV_F1 1F1 2F1 2SEND_F1 2RECV_B1 2I1 2W1 1I1 1SEND_B1 "
+      "1W1 1STEP 2STEP\n",
+      4, 2, /*step=*/0);
+  schedule::Simulation ordered = v.run(true);
+  schedule::Simulation filled = v.run(true, 1);
+  EXPECT_EQ(ordered.makespan, 18);
+  EXPECT_EQ(filled.makespan, 17);
+  EXPECT_EQ(ordered.peakInflight[1], 2);
+  EXPECT_EQ(filled.peakInflight[1], 3);
+  EXPECT_EQ(boxes(filled, 1)[2], "1F1@3");
+  // Without --fill-waits nothing fills a wait.
+  EXPECT_EQ(v.run(false, 1).makespan, 18);
 }
 
 } // namespace

@@ -100,6 +100,10 @@ struct RunOptions {
   /// schedule, or steps a stage whose work is done, meanwhile
   /// (pippy/Executable/WaitFill.h).
   bool fillWaits = true;
+  /// With fillWaits, how many micro-batches a rank may hold in flight
+  /// beyond its order's to fill a wait with a later forward whose input has
+  /// come (WaitFill::pickForward); 0: none.
+  int fillForwards = 0;
 
   // Where ranks run.
   /// Data-parallel replicas of the pipeline (Mesh.h): the world is dp x the

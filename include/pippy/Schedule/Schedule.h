@@ -188,6 +188,10 @@ struct StageCosts {
   /// holds several and no tied weights; pippy-run also keeps every STEP in
   /// place with --dp, --tp, --zero or --clip-grad-norm.
   bool fillWaits = false;
+  /// With fillWaits, how many micro-batches more than its schedule's order
+  /// holds a rank may hold in flight to fill a wait with a later forward
+  /// whose input has come (--fill-forwards); 0: none.
+  int fillForwards = 0;
   /// Per action (`1F3`, `0STEP`), its own cost, replacing its stage's: a
   /// traced step replayed. A held B's is its whole; `held` its W share.
   std::map<std::string, double> actions, held;
