@@ -73,8 +73,13 @@ FailureOr<sched::Schedule> scheduleOf(StageGraph &graph,
           ? sched::parse(text, topo.numStages, M)
           : sched::generate(options.schedule, topo, numRanks, M,
                             /*training=*/true, options.splitBackward);
-  if (!s)
-    return where->emitError(llvm::toString(s.takeError()));
+  if (!s) {
+    InFlightDiagnostic diag = where->emitError(llvm::toString(s.takeError()));
+    if (merged)
+      diag << " (--nproc 1 runs the pipeline's " << graph.numStages()
+           << " stages as one stage)";
+    return diag;
+  }
   if (llvm::Error err = sched::check(*s, topo))
     return where->emitError("invalid schedule: ")
            << llvm::toString(std::move(err));

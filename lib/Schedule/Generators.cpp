@@ -336,6 +336,24 @@ std::string kindsThatFit(int S, int R) {
   return llvm::join(names, ", ");
 }
 
+/// Where `kind` could run `S` stages instead: " (run it on 2 ranks: --nproc
+/// 2)", " (run it on 1, 2 or 4 ranks)", or "" where no rank count fits.
+std::string ranksThatFit(Kind kind, int S) {
+  std::vector<std::string> counts;
+  for (int R = 1; R <= S; ++R)
+    if (llvm::Expected<std::vector<int>> p = place(placementOf(kind), S, R))
+      counts.push_back(std::to_string(R));
+    else
+      llvm::consumeError(p.takeError());
+  if (counts.empty())
+    return "";
+  if (counts.size() == 1)
+    return " (run it on " + counts[0] + " ranks: --nproc " + counts[0] + ")";
+  std::string last = counts.back();
+  counts.pop_back();
+  return " (run it on " + llvm::join(counts, ", ") + " or " + last + " ranks)";
+}
+
 } // namespace
 
 llvm::Expected<Schedule>
@@ -352,8 +370,8 @@ pippy::schedule::generate(Kind kind, const Topology &topo, int numRanks,
     std::string fit = kindsThatFit(S, R);
     return error(
         kindName(kind) + ": " + llvm::toString(stageRank.takeError()) +
-        (fit.empty() ? " (run it on " + std::to_string(S) + " ranks: --nproc " +
-                           std::to_string(S) + ")"
+        ranksThatFit(kind, S) +
+        (fit.empty() ? ""
                      : "; kinds that fit " + placementText(S, R) + ": " + fit));
   }
   Schedule schedule;

@@ -86,7 +86,7 @@ pippy::schedule::place(Placement placement, int numStages, int numRanks) {
     if (numStages % numRanks != 0)
       return error(placementText(numStages, numRanks) +
                    ": this kind needs the same number of stages on every "
-                   "rank (a multiple of the ranks)");
+                   "rank");
     for (int s = 0; s < numStages; ++s)
       rankOf[s] = s % numRanks;
     break;

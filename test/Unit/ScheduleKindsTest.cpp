@@ -133,17 +133,20 @@ TEST(ScheduleKinds, PlacementsAndRefusals) {
     const char *expected;
   } cases[] = {
       {Kind::OneFOneB, 4, 2, 4,
-       "1f1b: 4 stages on 2 ranks: this kind runs one stage per rank; kinds "
-       "that fit 4 stages on 2 ranks: interleaved-1f1b, looped-bfs, zb1p, "
-       "zbv"},
+       "1f1b: 4 stages on 2 ranks: this kind runs one stage per rank (run it "
+       "on 4 ranks: --nproc 4); kinds that fit 4 stages on 2 ranks: "
+       "interleaved-1f1b, looped-bfs, zb1p, zbv"},
       {Kind::GPipe, 2, 3, 4,
        "gpipe: 2 stages on 3 ranks: this kind runs one stage per rank (run "
        "it on 2 ranks: --nproc 2)"},
       {Kind::ZBV, 6, 2, 4,
        "zbv: 6 stages on 2 ranks: this kind needs exactly two stages per "
-       "rank; kinds that fit 6 stages on 2 ranks: interleaved-1f1b, "
-       "looped-bfs, zb1p"},
-      {Kind::Interleaved1F1B, 5, 2, 4, "needs the same number of stages"},
+       "rank (run it on 3 ranks: --nproc 3); kinds that fit 6 stages on 2 "
+       "ranks: interleaved-1f1b, looped-bfs, zb1p"},
+      {Kind::Interleaved1F1B, 5, 2, 4,
+       "needs the same number of stages on every rank (run it on 1 or 5 "
+       "ranks)"},
+      {Kind::ZBV, 3, 1, 4, "needs exactly two stages per rank; kinds that"},
       {Kind::Interleaved1F1B, 8, 4, 9,
        "interleaved-1f1b needs the micro-batches (9) to be a multiple of "
        "the rounds, max(1, M / ranks) = 2"},
