@@ -172,6 +172,9 @@ private:
   void printRank0(const std::string &line);
   std::vector<std::string> gatherStrings(const std::string &mine, int tagBase);
   void finish(int firstStep, const StepHistory &history);
+  RunMetrics gatherMetrics(const StepHistory &history);
+  void addStepMetrics(RunMetrics &metrics, int firstStep,
+                      const StepHistory &history);
   void writeTrace();
   void writeProfile();
   void saveWeights();

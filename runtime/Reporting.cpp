@@ -81,8 +81,25 @@ std::vector<std::string> RankRunner::gatherStrings(const std::string &mine,
 
 /// Gathers busy times, in-flight peaks and data-parallel traffic from every
 /// rank of the world, then replica 0 writes metrics, the trace, the profile
-/// and the weights. A step's time is the slowest rank's.
+/// and the weights.
 void RankRunner::finish(int firstStep, const StepHistory &history) {
+  RunMetrics metrics = gatherMetrics(history);
+  addStepMetrics(metrics, firstStep, history);
+  if (reports()) {
+    if (plan.holdsOutput() && !options.metricsPath.empty())
+      writeTextFile(options.metricsPath, metricsJson(metrics));
+    if (!options.tracePath.empty())
+      writeTrace();
+    if (!options.profilePath.empty())
+      writeProfile();
+  }
+  if (replica == 0 && !options.saveWeightsPath.empty())
+    saveWeights();
+  worldComm->barrier(where() + ": waiting for every rank to finish");
+}
+
+/// The run's figures per rank, summed over the world, and its bubble.
+RunMetrics RankRunner::gatherMetrics(const StepHistory &history) {
   constexpr int kStats = 9;
   int W = rdzv.worldSize, me = rdzv.rank;
   int64_t n = static_cast<int64_t>(history.seconds.size());
@@ -106,14 +123,7 @@ void RankRunner::finish(int firstStep, const StepHistory &history) {
       static_cast<double>(peakDeviceBytes(device).value_or(-1))};
   for (int i = 0; i < kStats; ++i)
     stats[kStats * me + i] = perRank[i];
-  // Per rank and step: its time ([0]) and its busy time ([1]).
-  at::Tensor times = at::zeros({2, W, std::max<int64_t>(n, 1)}, at::kDouble);
-  for (int64_t i = 0; i < n; ++i) {
-    times[0][me][i] = history.seconds[i];
-    times[1][me][i] = history.busySeconds[i];
-  }
   worldComm->allReduceSum(stats, where() + ": gathering statistics")->wait();
-  worldComm->allReduceSum(times, where() + ": gathering step times")->wait();
   auto stat = [&](int r, int i) {
     return stats[kStats * r + i].item<double>();
   };
@@ -122,20 +132,6 @@ void RankRunner::finish(int firstStep, const StepHistory &history) {
   metrics.dtype = name(options.precision);
   metrics.ranks = W;
   metrics.mesh = mesh;
-  for (int64_t i = 0; i < n; ++i) {
-    StepMetrics step;
-    step.step = firstStep + static_cast<int>(i);
-    step.loss = history.losses[i];
-    for (int r = 0; r < W; ++r) {
-      double t = times[0][r][i].item<double>();
-      step.stepSeconds = std::max(step.stepSeconds, t);
-      step.rankStepSeconds.push_back(t);
-      step.rankBusySeconds.push_back(times[1][r][i].item<double>());
-    }
-    step.samplesPerSecond =
-        stepMicrobatches() * plan.microbatchRows() / step.stepSeconds;
-    metrics.steps.push_back(std::move(step));
-  }
   double busy = 0, wall = 0;
   for (int r = 0; r < W; ++r) {
     busy += stat(r, 0);
@@ -151,17 +147,36 @@ void RankRunner::finish(int firstStep, const StepHistory &history) {
       metrics.peakDeviceBytes.push_back(static_cast<int64_t>(stat(r, 8)));
   }
   metrics.bubbleFraction = wall > 0 ? 1 - busy / (W * wall) : 0;
-  if (reports()) {
-    if (plan.holdsOutput() && !options.metricsPath.empty())
-      writeTextFile(options.metricsPath, metricsJson(metrics));
-    if (!options.tracePath.empty())
-      writeTrace();
-    if (!options.profilePath.empty())
-      writeProfile();
+  return metrics;
+}
+
+/// Each step's loss and, from every rank, its time and busy time. A step's
+/// time is the slowest rank's.
+void RankRunner::addStepMetrics(RunMetrics &metrics, int firstStep,
+                                const StepHistory &history) {
+  int W = rdzv.worldSize, me = rdzv.rank;
+  int64_t n = static_cast<int64_t>(history.seconds.size());
+  // Per rank and step: its time ([0]) and its busy time ([1]).
+  at::Tensor all = at::zeros({2, W, std::max<int64_t>(n, 1)}, at::kDouble);
+  for (int64_t i = 0; i < n; ++i) {
+    all[0][me][i] = history.seconds[i];
+    all[1][me][i] = history.busySeconds[i];
   }
-  if (replica == 0 && !options.saveWeightsPath.empty())
-    saveWeights();
-  worldComm->barrier(where() + ": waiting for every rank to finish");
+  worldComm->allReduceSum(all, where() + ": gathering step times")->wait();
+  for (int64_t i = 0; i < n; ++i) {
+    StepMetrics step;
+    step.step = firstStep + static_cast<int>(i);
+    step.loss = history.losses[i];
+    for (int r = 0; r < W; ++r) {
+      double t = all[0][r][i].item<double>();
+      step.stepSeconds = std::max(step.stepSeconds, t);
+      step.rankStepSeconds.push_back(t);
+      step.rankBusySeconds.push_back(all[1][r][i].item<double>());
+    }
+    step.samplesPerSecond =
+        stepMicrobatches() * plan.microbatchRows() / step.stepSeconds;
+    metrics.steps.push_back(std::move(step));
+  }
 }
 
 /// One Chrome/Perfetto JSON for all ranks: pid = rank, events named in the

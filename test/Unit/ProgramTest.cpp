@@ -177,6 +177,10 @@ func.func @forward(%x: !torch.vtensor<[2048,32],f32>) -> !torch.vtensor<[2048,32
     expectFusedTrainsLikePlain(
         ir, {"fc.weight"}, {{"fc.weight", torch::randn({32, 32})}}, {2048, 32});
   }
+}
+
+TEST_F(ProgramTest, FusedLinearsLeaveFrozenAndLeftOutWeightsToAutograd) {
+  torch::manual_seed(0);
   pippy::Program plain = compile(kTwoLinears);
   pippy::Program fused = compile(kTwoLinears);
   std::vector<pippy::Program::Linear> linears =
