@@ -48,6 +48,23 @@ namespace {
 /// program into.
 constexpr const char *kExecutablesVariable = "PIPPY_EXECUTABLES";
 
+/// Where a lowering error names a --nproc and each pipeline rank is
+/// several processes (--dp, --tp), how to scale it; or "".
+std::string perPipelineRank(const RunOptions &options,
+                            const std::string &error) {
+  int each = options.dp * options.tp;
+  if (each == 1 || error.find("--nproc ") == std::string::npos)
+    return "";
+  std::string flags = options.dp > 1 && options.tp > 1
+                          ? "--dp " + std::to_string(options.dp) +
+                                " and --tp " + std::to_string(options.tp)
+                      : options.dp > 1 ? "--dp " + std::to_string(options.dp)
+                                       : "--tp " + std::to_string(options.tp);
+  return " (with " + flags + ", --nproc counts " + std::to_string(each) +
+         " processes per pipeline rank: multiply by " + std::to_string(each) +
+         ")";
+}
+
 /// Lowers the pipeline one replica of a world of `world` ranks runs: the
 /// world's ranks divided by --dp, and its share of the micro-batches.
 LoweredRanks lower(Compiler *compiler, const RunOptions &options, int world,
@@ -59,7 +76,7 @@ LoweredRanks lower(Compiler *compiler, const RunOptions &options, int world,
   std::optional<LoweredRanks> lowered =
       compiler->lower(replica, meshOf(options, world).pp, folder, error);
   if (!lowered)
-    throw RuntimeError(error);
+    throw RuntimeError(error + perPipelineRank(options, error));
   int tp = exe::GetExecutable(lowered->ranks.at(0).data())->tensor_parallel();
   if (std::string why =
           tensorParallelMismatch(options.programPath, tp, options.tp);
