@@ -251,17 +251,28 @@ void RankRunner::fillWait(size_t next, int step, int64_t cursor, int &inflight,
 }
 
 /// --fill-forwards: runs the forward WaitFill picks (with its receive),
-/// unless the rank already holds its budget of early forwards.
+/// unless the rank already holds its budget of early forwards or its
+/// transport cannot tell that the awaited gradient has not come.
 bool RankRunner::fillForward(size_t next, int step, int64_t cursor,
                              int &inflight,
                              ::torch::optim::Optimizer &optimizer) {
-  if (early.forwardsAhead(next) >= options.fillForwards)
+  // Only a wait the transport can see (not Gloo's): a forward costs memory.
+  auto seen = [](const std::vector<CommHandlePtr> &handles) {
+    return std::all_of(
+        handles.begin(), handles.end(),
+        [](const CommHandlePtr &h) { return h->tellsArrival(); });
+  };
+  const ScheduledAction &awaited = plan.actions[next];
+  if (early.forwardsAhead(next) >= options.fillForwards ||
+      awaited.kind != exe::ActionKind::RecvB ||
+      !seen(stageRun(awaited.stage).mbs[awaited.microbatch].recvB))
     return false;
   auto pick = early.pickForward(next, [&](size_t i) {
     const ScheduledAction &receive = plan.actions[i];
     const std::vector<CommHandlePtr> &handles =
         stageRun(receive.stage).mbs[receive.microbatch].recvF;
-    return std::all_of(handles.begin(), handles.end(),
+    return seen(handles) &&
+           std::all_of(handles.begin(), handles.end(),
                        [](const CommHandlePtr &h) { return h->isCompleted(); });
   });
   if (!pick)

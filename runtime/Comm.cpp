@@ -123,6 +123,7 @@ public:
       result.copy_(tensor);
   }
   bool isCompleted() override { return !work || work->isCompleted(); }
+  bool tellsArrival() const override { return false; }
 
 private:
   c10::intrusive_ptr<c10d::Work> work;

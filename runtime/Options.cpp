@@ -351,7 +351,8 @@ const std::vector<Option> &options() {
        "with --fill-waits, a rank about to wait for a gradient may also run "
        "a later forward whose input has come, holding at most N "
        "micro-batches' activations more than its schedule does (default: 0, "
-       "none)",
+       "none; shared memory and NCCL only: Gloo cannot tell that a message "
+       "has come)",
        integer("fill-forwards", &RunOptions::fillForwards, 0)},
       {"allow-tf32", nullptr,
        "let CUDA matrix products and convolutions round float32 to TF32 "

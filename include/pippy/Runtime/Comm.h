@@ -45,6 +45,9 @@ public:
   virtual void wait() = 0;
   /// Whether the operation is done (or failed), without blocking.
   virtual bool isCompleted() = 0;
+  /// Whether isCompleted() can say so before wait() is called: c10d's Gloo
+  /// send and receive work completes only when waited for.
+  virtual bool tellsArrival() const { return true; }
   /// Orders the rank's later computation after the operation. Where the
   /// engine can (NCCL on a GPU tensor) the device waits and the host goes
   /// on, and wait() must still be called before the host reads what the
