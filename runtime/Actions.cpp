@@ -220,10 +220,30 @@ void RankRunner::waitSends() {
   pendingSends.clear();
 }
 
+namespace {
+
+/// Whether every one of a receive's messages has come, as far as the
+/// transport tells (Gloo's say so only once waited for).
+bool allCompleted(const std::vector<CommHandlePtr> &handles) {
+  return std::all_of(handles.begin(), handles.end(),
+                     [](const CommHandlePtr &h) { return h->isCompleted(); });
+}
+
+/// Whether the transport can tell that these messages have come before
+/// they are waited for.
+bool allTellArrival(const std::vector<CommHandlePtr> &handles) {
+  return std::all_of(handles.begin(), handles.end(),
+                     [](const CommHandlePtr &h) { return h->tellsArrival(); });
+}
+
+} // namespace
+
 /// --fill-waits: before action `next`, a receive whose message has not
 /// come, the rank computes the W's that WaitFill allows, one at a
 /// time, while the message is still missing, and then the STEPs of stages
-/// that step alone (OptimizerStep.cpp).
+/// that step alone (OptimizerStep.cpp), and then (--fill-forwards) later
+/// forwards, where the transport can tell the message is missing: a forward
+/// costs memory, not to be spent on a guess.
 void RankRunner::fillWait(size_t next, int step, int64_t cursor, int &inflight,
                           ::torch::optim::Optimizer &optimizer) {
   using K = exe::ActionKind;
@@ -234,46 +254,32 @@ void RankRunner::fillWait(size_t next, int step, int64_t cursor, int &inflight,
   MicroBatch &mb = stageRun(action.stage).mbs[action.microbatch];
   std::vector<CommHandlePtr> &handles =
       action.kind == K::RecvF ? mb.recvF : mb.recvB;
-  auto arrived = [&] {
-    return std::all_of(handles.begin(), handles.end(),
-                       [](const CommHandlePtr &h) { return h->isCompleted(); });
-  };
-  while (!arrived()) {
+  bool forwards = options.fillForwards > 0 && allTellArrival(handles);
+  while (!allCompleted(handles)) {
     std::optional<size_t> work = early.pick(next);
     if (!work && !stageAlone.empty())
       work = early.pickStep(next);
     if (work) {
       runAction(plan.actions[*work], step, cursor, inflight, optimizer);
       early.ranEarly(*work);
-    } else if (!fillForward(next, step, cursor, inflight, optimizer))
+    } else if (!forwards ||
+               !fillForward(next, step, cursor, inflight, optimizer))
       return;
   }
 }
 
 /// --fill-forwards: runs the forward WaitFill picks (with its receive),
-/// unless the rank already holds its budget of early forwards or its
-/// transport cannot tell that the awaited gradient has not come.
+/// unless the rank already holds its budget of early forwards.
 bool RankRunner::fillForward(size_t next, int step, int64_t cursor,
                              int &inflight,
                              ::torch::optim::Optimizer &optimizer) {
-  // Only a wait the transport can see (not Gloo's): a forward costs memory.
-  auto seen = [](const std::vector<CommHandlePtr> &handles) {
-    return std::all_of(
-        handles.begin(), handles.end(),
-        [](const CommHandlePtr &h) { return h->tellsArrival(); });
-  };
-  const ScheduledAction &awaited = plan.actions[next];
-  if (early.forwardsAhead(next) >= options.fillForwards ||
-      awaited.kind != exe::ActionKind::RecvB ||
-      !seen(stageRun(awaited.stage).mbs[awaited.microbatch].recvB))
+  if (early.forwardsAhead(next) >= options.fillForwards)
     return false;
   auto pick = early.pickForward(next, [&](size_t i) {
     const ScheduledAction &receive = plan.actions[i];
     const std::vector<CommHandlePtr> &handles =
         stageRun(receive.stage).mbs[receive.microbatch].recvF;
-    return seen(handles) &&
-           std::all_of(handles.begin(), handles.end(),
-                       [](const CommHandlePtr &h) { return h->isCompleted(); });
+    return allTellArrival(handles) && allCompleted(handles);
   });
   if (!pick)
     return false;

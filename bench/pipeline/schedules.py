@@ -215,7 +215,8 @@ def main():
                                args.warmup)
         costs["fill_waits"] = "--fill-waits=false" not in flags
         if "--fill-forwards" in flags:
-            costs["fill_forwards"] = int(flags[-1])
+            costs["fill_forwards"] = int(
+                flags[flags.index("--fill-forwards") + 1])
         path = f"{w}/{name}.costs.json"
         json.dump(costs, open(path, "w"))
         measured[label] = simulate(b, f"{w}/pipe{stages}.mlir", kind, M, path)

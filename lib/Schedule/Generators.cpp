@@ -325,14 +325,21 @@ std::vector<Action> forwardOnly(const Schedule &schedule, int r) {
   return list;
 }
 
+/// Whether `kind`'s placement puts `S` stages on `R` ranks.
+bool fits(Kind kind, int S, int R) {
+  llvm::Expected<std::vector<int>> p = place(placementOf(kind), S, R);
+  if (p)
+    return true;
+  llvm::consumeError(p.takeError());
+  return false;
+}
+
 /// The kinds whose placement fits `S` stages on `R` ranks.
 std::string kindsThatFit(int S, int R) {
   std::vector<std::string> names;
   for (Kind k : kinds())
-    if (llvm::Expected<std::vector<int>> p = place(placementOf(k), S, R))
+    if (fits(k, S, R))
       names.push_back(kindName(k));
-    else
-      llvm::consumeError(p.takeError());
   return llvm::join(names, ", ");
 }
 
@@ -341,10 +348,8 @@ std::string kindsThatFit(int S, int R) {
 std::string ranksThatFit(Kind kind, int S) {
   std::vector<std::string> counts;
   for (int R = 1; R <= S; ++R)
-    if (llvm::Expected<std::vector<int>> p = place(placementOf(kind), S, R))
+    if (fits(kind, S, R))
       counts.push_back(std::to_string(R));
-    else
-      llvm::consumeError(p.takeError());
   if (counts.empty())
     return "";
   if (counts.size() == 1)

@@ -202,7 +202,7 @@ void CostSimulation::fillWait(int r, double until) {
     if (!work && stepsAlone[r])
       work = early[r].pickStep(pc[r]);
     if (!work) {
-      if (!fillForward(r))
+      if (costs.fillForwards == 0 || !fillForward(r))
         return;
       continue;
     }
