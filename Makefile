@@ -6,7 +6,7 @@ CMAKE_FLAGS ?=
 
 export LLVM_EXTERNAL_LIT := /usr/lib/llvm-22/bin/lit
 
-.PHONY: all deps configure build test check-runtime-only check-gpu-script demo docs format clean
+.PHONY: all deps configure build test check-runtime-only check-gpu-script check-torch2 demo docs format clean
 
 all: build
 
@@ -28,6 +28,7 @@ test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	@bash scripts/check-runtime-only.sh $(BUILD) $(BUILD)-runtime-only
 	@$(MAKE) --no-print-directory check-gpu-script
+	@$(MAKE) --no-print-directory check-torch2
 
 # runtime/gpu-check.sh, the check a GPU host runs, run here on the CPU: its
 # bundle made by this build, its runtime-only build against this libtorch.
@@ -35,6 +36,12 @@ check-gpu-script: build
 	@bash scripts/gpu-bundle.sh $(BUILD) $(BUILD)-gpu-bundle
 	@OUT=$(BUILD)-gpu-check bash runtime/gpu-check.sh --device cpu \
 	  --bundle $(BUILD)-gpu-bundle --build $(BUILD)-gpu-cpu
+
+# The runtime against PyTorch 2.6 (a GPU host has 2.x, this machine 1.13):
+# in a Debian 13 root made once under $(BUILD)-torch2, the runtime-only
+# build and the same checks, and the GPU code compiled against its headers.
+check-torch2: build
+	@bash scripts/torch2-check.sh $(BUILD) $(BUILD)-torch2
 
 # A second build with -DPIPPY_RUNTIME_ONLY=ON: no LLVM or MLIR in any of
 # its commands, and it trains executables the full build lowered.
@@ -52,4 +59,4 @@ format:
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-runtime-only $(BUILD)-gpu-bundle $(BUILD)-gpu-cpu \
-	  $(BUILD)-gpu-check
+	  $(BUILD)-gpu-check $(BUILD)-torch2

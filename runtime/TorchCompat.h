@@ -114,13 +114,14 @@ struct ForwardingAllocator : c10::Allocator {
 };
 
 /// c10's own log threshold: glog's where libtorch logs through glog; else
-/// c10's flag (in namespace c10 in 2.x, global in 1.13).
+/// c10's flag, global up to 2.6 at least (1.13 and 2.6 compiled) and in
+/// namespace c10 in later sources, so it is named unqualified with c10's
+/// names in scope.
 inline void setC10LogLevel(int level) {
 #ifdef C10_USE_GLOG
   FLAGS_minloglevel = level;
-#elif TORCH_VERSION_MAJOR >= 2
-  c10::FLAGS_caffe2_log_level = level;
 #else
+  using namespace c10;
   FLAGS_caffe2_log_level = level;
 #endif
 }

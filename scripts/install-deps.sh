@@ -11,6 +11,7 @@ packages=(
   python3-torchvision python3-torchtext python3-torchaudio
   libmimalloc-dev
   iproute2  # two-hosts.test: network namespaces, where the tests run as root
+  debootstrap  # scripts/torch2-check.sh: a Debian 13 root with PyTorch 2.6
   flatbuffers-compiler libflatbuffers-dev nlohmann-json3-dev
 )
 

@@ -124,8 +124,8 @@ def main():
     if backend:
         cmd += ["--backend", backend]
     print(f"run      {name} on {nproc} rank{'s' if nproc > 1 else ''}, "
-          f"--device {device}" + (f" --backend {backend}" if backend else ""),
-          flush=True)
+          f"--device {device}" + (f" --backend {backend}" if backend else "")
+          + (f" --dtype {dtype}" if dtype != "f32" else ""), flush=True)
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         print(f"FAILED: {' '.join(cmd)}\n{proc.stdout}{proc.stderr}")
