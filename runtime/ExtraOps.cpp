@@ -13,10 +13,12 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/csrc/jit/frontend/function_schema_parser.h>
+#include <torch/csrc/jit/runtime/custom_operator.h>
 
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 
@@ -447,6 +449,30 @@ std::vector<const c10::FunctionSchema *> pippy::rt::extraOperatorSchemas() {
   for (const auto &[key, op] : table())
     schemas.push_back(&op.schema);
   return schemas;
+}
+
+void pippy::rt::registerMissingAtenOperators() {
+  static const bool registered = [] {
+    std::vector<c10::optional<torch::jit::Operator>> missing;
+    std::set<std::pair<std::string, std::string>> named;
+    // Descending: each name and overload comes first with its most arguments.
+    for (auto it = table().rbegin(); it != table().rend(); ++it) {
+      const c10::FunctionSchema &schema = it->second.schema;
+      if (schema.name().rfind("aten::", 0) != 0 ||
+          !named.insert({schema.name(), schema.overload_name()}).second ||
+          !torch::jit::getAllOperatorsFor(
+               c10::Symbol::fromQualString(schema.name()))
+               .empty())
+        continue;
+      missing.emplace_back(torch::jit::Operator(
+          schema.name(), schema.overload_name(), schema.arguments(),
+          schema.returns(), it->second.operation,
+          c10::AliasAnalysisKind::FROM_SCHEMA));
+    }
+    static torch::jit::RegisterOperators registration(std::move(missing));
+    return true;
+  }();
+  (void)registered;
 }
 
 void pippy::rt::setTensorParallelGroup(int rank, GroupSum sum) {

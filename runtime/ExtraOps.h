@@ -6,8 +6,9 @@
 // registers them only from Python), and ATen operators added after 1.13
 // that `torch.export` writes (`scaled_dot_product_attention`,
 // `_native_batch_norm_legit_no_training`, `rms_norm`, `_safe_softmax`,
-// `_unsafe_index`, `normal_functional`). The interpreter runs them here, each
-// as ATen calls that autograd differentiates. The `pippy::expected_*`
+// `_unsafe_index`, `normal_functional`), which a TorchScript module saved by
+// PyTorch 2.x calls too (registerMissingAtenOperators). The interpreter runs
+// them here, each as ATen calls that autograd differentiates. The `pippy::expected_*`
 // operators are what `--infer` runs in place of random ops, and
 // `pippy::tp_copy`, `pippy::tp_reduce` and `pippy::tp_embedding` are the
 // tensor-parallel ops of `--pippy-tensor-parallel` (PippyOps.td), on the
@@ -44,6 +45,14 @@ const ExtraOperator *findExpectation(const c10::OperatorName &random);
 /// The schemas of every operator pippy has (for the lowering's table of
 /// argument names).
 std::vector<const c10::FunctionSchema *> extraOperatorSchemas();
+
+/// Registers with TorchScript's operator table each `aten::` operator of
+/// pippy's that this libtorch lacks (on 1.13: scaled_dot_product_attention,
+/// rms_norm, ...), so that a `.pt` saved by PyTorch 2.x that calls one loads
+/// and runs in pippy-import. One schema per name: the one with the most
+/// arguments, which a call of fewer fills from its defaults. Registers
+/// nothing a libtorch already has; later calls do nothing.
+void registerMissingAtenOperators();
 
 /// Sums a contiguous tensor in place over the tensor-parallel group.
 using GroupSum = std::function<void(at::Tensor &)>;

@@ -19,6 +19,9 @@
 #    source tree mounted read-only: the runtime-only pippy-run is built
 #    against libtorch 2.6 (runtime/TorchCompat.h holds the differences) and
 #    trains the zoo models against PyTorch 2.6 eager, f32 and bf16.
+# 5. Imports the zoo models as PyTorch 2.6 saved them (TorchScript) with this
+#    machine's pippy-import (libtorch 1.13), and trains them with pippy-run
+#    on one and two ranks against PyTorch 2.6's numbers (compare.py).
 #
 # The mounts live in a mount namespace of their own (unshare), so they end
 # with the check and removing ROOT never reaches the source tree. Needs root
@@ -46,9 +49,19 @@ inside() {
   else
     echo "== no CUDA with NCCL at /usr/local/cuda here: the GPU code is not compiled"
   fi
-  OUT=/logs exec bash /src/runtime/gpu-check.sh --device cpu --bundle /bundle \
-    --build /build --skip-speed
+  local status=0
+  OUT=/logs bash /src/runtime/gpu-check.sh --device cpu --bundle /bundle \
+    --build /build --skip-speed || status=1
+  echo "== modules saved by PyTorch 2.6, with its numbers, for pippy-import"
+  rm -rf /modules
+  for model in $modules; do
+    python3 "/src/test/models/$model.py" "/modules/$model" >/dev/null || status=1
+  done
+  return $status
 }
+# The zoo models saved by PyTorch 2.6 (its transformer layers call
+# scaled_dot_product_attention, which 1.13 lacks), imported and trained here.
+modules="gpt transformer resnet unet"
 [ "${1:-}" = --inside ] && { inside "${2:-}"; exit; }
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -105,3 +118,21 @@ unshare --mount --propagation private bash -euc '
   mount -t tmpfs shm "$root/dev/shm"
   exec chroot "$root" bash /src/scripts/torch2-check.sh --inside "${cuda:+cuda}"' \
   torch2-check "$root" "$repo" "$cuda"
+
+# This machine's pippy-import (libtorch 1.13) reads each module PyTorch 2.6
+# saved, and pippy-run trains it to PyTorch 2.6's numbers, on one rank and
+# on two.
+status=0
+for model in $modules; do
+  for ranks in 1 2; do
+    split=()
+    [ $ranks = 1 ] || split=("stages=2" --nproc 2 --schedule 1f1b)
+    echo "== $model saved by PyTorch 2.6, on $ranks rank(s)"
+    /usr/bin/python3 "$repo/test/models/compare.py" "$model" "$root/modules/$model" \
+      "$build/bin" --work "$top/compare/$model-$ranks" "${split[@]}" 2>&1 |
+      sed 's/^/  /' || status=1
+  done
+done
+[ $status = 0 ] && echo "torch2-check: all checks passed" ||
+  echo "torch2-check: some checks FAILED" >&2
+exit $status

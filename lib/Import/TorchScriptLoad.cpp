@@ -14,6 +14,7 @@
 
 #include "TorchScriptImpl.h"
 
+#include "ExtraOps.h"
 #include "pippy/Runtime/MemoryMeter.h"
 
 #include <torch/csrc/jit/ir/constants.h>
@@ -177,6 +178,8 @@ std::string tensorOutsideItsData(const jit::Module &module) {
 jit::Module Importer::loadModule() {
   if (!llvm::sys::fs::exists(options.modulePath))
     fail("no such file");
+  // A module saved by PyTorch 2.x may call ATen operators 1.13 lacks.
+  rt::registerMissingAtenOperators();
   if (std::string error = loadFailure(options.modulePath); !error.empty())
     fail("cannot load TorchScript module '" + options.modulePath +
          "': " + error);
