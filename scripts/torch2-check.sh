@@ -70,9 +70,10 @@ top="${2:-$build-torch2}"
 mirror=${PIPPY_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 packages=(python3-torch libtorch-dev libgloo-dev cmake ninja-build g++ make)
 
-if [ "$(id -u)" != 0 ] || ! command -v unshare >/dev/null ||
-  ! command -v debootstrap >/dev/null; then
-  echo "torch2-check: skipped (needs root, unshare and debootstrap to make a Debian 13 root)"
+if [ "$(id -u)" != 0 ] || ! command -v debootstrap >/dev/null ||
+  ! unshare --mount --propagation private true 2>/dev/null ||
+  ! chroot / true 2>/dev/null; then
+  echo "torch2-check: skipped (needs root that may chroot and mount in a namespace of its own, and debootstrap)"
   exit 0
 fi
 mkdir -p "$top"
