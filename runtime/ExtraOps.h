@@ -8,9 +8,9 @@
 // `_native_batch_norm_legit_no_training`, `rms_norm`, `_safe_softmax`,
 // `_unsafe_index`, `normal_functional`), which a TorchScript module saved by
 // PyTorch 2.x calls too (registerMissingAtenOperators). The interpreter runs
-// them here, each as ATen calls that autograd differentiates. The `pippy::expected_*`
-// operators are what `--infer` runs in place of random ops, and
-// `pippy::tp_copy`, `pippy::tp_reduce` and `pippy::tp_embedding` are the
+// them here, each as ATen calls that autograd differentiates. The
+// `pippy::expected_*` operators are what `--infer` runs in place of random ops,
+// and `pippy::tp_copy`, `pippy::tp_reduce` and `pippy::tp_embedding` are the
 // tensor-parallel ops of `--pippy-tensor-parallel` (PippyOps.td), on the
 // group pippy-run installs (setTensorParallelGroup).
 //
