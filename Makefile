@@ -37,9 +37,10 @@ check-gpu-script: build
 	@OUT=$(BUILD)-gpu-check bash runtime/gpu-check.sh --device cpu \
 	  --bundle $(BUILD)-gpu-bundle --build $(BUILD)-gpu-cpu
 
-# The runtime against PyTorch 2.6 (a GPU host has 2.x, this machine 1.13):
-# in a Debian 13 root made once under $(BUILD)-torch2, the runtime-only
-# build and the same checks, and the GPU code compiled against its headers.
+# The runtime against PyTorch 2.x (a GPU host has 2.x, this machine 1.13),
+# in Debian roots made once under $(BUILD)-torch2: the runtime-only build
+# and the same checks against unstable's newest PyTorch, pippy-run linked
+# against Debian 13's CUDA libtorch 2.6, and each one's saved modules.
 check-torch2: build
 	@bash scripts/torch2-check.sh $(BUILD) $(BUILD)-torch2
 
