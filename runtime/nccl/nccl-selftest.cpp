@@ -155,65 +155,61 @@ void sendToSelf(Communicator &comm, const char *what, ncclDataType_t type,
   std::printf("nccl-selftest: %s ok (%zu bytes)\n", what, bytes);
 }
 
-int runOneRank() {
-  int version = 0;
-  ncclGetVersion(&version);
-  cudaDeviceProp prop{};
-  cudaOk(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
-  std::printf("nccl-selftest: NCCL %d on %s\n", version, prop.name);
+/// Collectives, sends to itself and a split on a world of one rank.
+void checkOneRankOperations() {
+  StoreDirectory dir;
+  DirectoryStore store(dir.path);
+  Communicator comm(store, "nccl-id", /*rank=*/0, /*size=*/1,
+                    /*device=*/0, std::chrono::milliseconds(30000));
 
-  {
-    StoreDirectory dir;
-    DirectoryStore store(dir.path);
-    Communicator comm(store, "nccl-id", /*rank=*/0, /*size=*/1,
-                      /*device=*/0, std::chrono::milliseconds(30000));
+  const size_t n = 1 << 20;
+  std::vector<float> host = pattern(n, 0), out(n);
+  DeviceBuffer a(n * sizeof(float)), b(n * sizeof(float));
+  a.upload(host.data());
 
-    const size_t n = 1 << 20;
-    std::vector<float> host = pattern(n, 0), out(n);
-    DeviceBuffer a(n * sizeof(float)), b(n * sizeof(float));
-    a.upload(host.data());
+  // All-reduce (sum) over one rank is the identity.
+  comm.allReduceSum(a.data, b.data, n, ncclFloat, "all-reduce").wait();
+  b.download(out.data());
+  expect("all-reduce", out, host);
 
-    // All-reduce (sum) over one rank is the identity.
-    comm.allReduceSum(a.data, b.data, n, ncclFloat, "all-reduce").wait();
-    b.download(out.data());
-    expect("all-reduce", out, host);
+  // Broadcast from rank 0 to itself.
+  b.clear();
+  comm.broadcast(a.data, b.data, n, ncclFloat, 0, "broadcast").wait();
+  b.download(out.data());
+  expect("broadcast", out, host);
 
-    // Broadcast from rank 0 to itself.
-    b.clear();
-    comm.broadcast(a.data, b.data, n, ncclFloat, 0, "broadcast").wait();
-    b.download(out.data());
-    expect("broadcast", out, host);
+  comm.barrier("barrier");
+  std::printf("nccl-selftest: barrier ok\n");
 
-    comm.barrier("barrier");
-    std::printf("nccl-selftest: barrier ok\n");
+  // Send to and receive from itself, in one group so neither blocks; the
+  // dtypes a pipeline sends (activations, half-precision ones, indices).
+  sendToSelf(comm, "send/recv float32", ncclFloat, n, 4);
+  sendToSelf(comm, "send/recv bfloat16", ncclBfloat16, n + 3, 2);
+  sendToSelf(comm, "send/recv int64", ncclInt64, 1000, 8);
 
-    // Send to and receive from itself, in one group so neither blocks; the
-    // dtypes a pipeline sends (activations, half-precision ones, indices).
-    sendToSelf(comm, "send/recv float32", ncclFloat, n, 4);
-    sendToSelf(comm, "send/recv bfloat16", ncclBfloat16, n + 3, 2);
-    sendToSelf(comm, "send/recv int64", ncclInt64, 1000, 8);
+  // A split of the world of one (pippy-run --dp/--tp's groups): a
+  // communicator of one rank whose all-reduce is the identity.
+  std::unique_ptr<Communicator> part = comm.split(/*color=*/0, /*key=*/0);
+  b.clear();
+  part->allReduceSum(a.data, b.data, n, ncclFloat, "split all-reduce").wait();
+  b.download(out.data());
+  expect("split all-reduce", out, host);
 
-    // A split of the world of one (pippy-run --dp/--tp's groups): a
-    // communicator of one rank whose all-reduce is the identity.
-    std::unique_ptr<Communicator> part = comm.split(/*color=*/0, /*key=*/0);
-    b.clear();
-    part->allReduceSum(a.data, b.data, n, ncclFloat, "split all-reduce").wait();
-    b.download(out.data());
-    expect("split all-reduce", out, host);
+  // An operation inside a group is enqueued at the group's end: its own
+  // handle cannot say when it is done.
+  b.clear();
+  comm.groupStart();
+  Handle sent = comm.send(a.data, n, ncclFloat, 0, "grouped send");
+  comm.recv(b.data, n, ncclFloat, 0, "grouped recv");
+  expectError("waiting on a grouped send", "inside a group",
+              [&] { sent.wait(); });
+  comm.groupEnd("grouped send/recv").wait();
+  b.download(out.data());
+  expect("grouped send/recv", out, host);
+}
 
-    // An operation inside a group is enqueued at the group's end: its own
-    // handle cannot say when it is done.
-    b.clear();
-    comm.groupStart();
-    Handle sent = comm.send(a.data, n, ncclFloat, 0, "grouped send");
-    comm.recv(b.data, n, ncclFloat, 0, "grouped recv");
-    expectError("waiting on a grouped send", "inside a group",
-                [&] { sent.wait(); });
-    comm.groupEnd("grouped send/recv").wait();
-    b.download(out.data());
-    expect("grouped send/recv", out, host);
-  }
-
+/// Joins that fail: a peer that never comes, a store without NCCL's id.
+void checkJoinErrors() {
   // A peer that never joins: rank 0 of 2 waits for rank 1 until the timeout,
   // then aborts instead of hanging.
   {
@@ -234,28 +230,38 @@ int runOneRank() {
                         /*device=*/0, std::chrono::milliseconds(500));
     });
   }
+}
 
-  // A receive from itself whose send never comes. NCCL 2.28 refuses it while
-  // launching the group, on its own thread (invalid usage, after about a
-  // second on an H200); the engine must report that error, naming the
-  // operation, and abort the communicator rather than hang or go on. (Were
-  // the launch accepted, the wait would end at the 2 s timeout instead; the
-  // check takes either error.) Last, as it leaves an aborted communicator
-  // behind.
-  {
-    StoreDirectory dir;
-    DirectoryStore store(dir.path);
-    Communicator comm(store, "nccl-id", /*rank=*/0, /*size=*/1, /*device=*/0,
-                      std::chrono::milliseconds(2000));
-    DeviceBuffer b(1 << 12);
-    expectError(
-        "a receive whose send never comes", "receive without its send", [&] {
-          comm.groupStart();
-          comm.recv(b.data, 1 << 10, ncclFloat, 0, "receive without its send");
-          comm.groupEnd("receive without its send").wait();
-        });
-  }
+/// A receive from itself whose send never comes. NCCL 2.28 refuses it while
+/// launching the group, on its own thread (invalid usage, after about a
+/// second on an H200); the engine must report that error, naming the
+/// operation, and abort the communicator rather than hang or go on. (Were
+/// the launch accepted, the wait would end at the 2 s timeout instead; the
+/// check takes either error.)
+void checkUnmatchedReceive() {
+  StoreDirectory dir;
+  DirectoryStore store(dir.path);
+  Communicator comm(store, "nccl-id", /*rank=*/0, /*size=*/1, /*device=*/0,
+                    std::chrono::milliseconds(2000));
+  DeviceBuffer b(1 << 12);
+  expectError(
+      "a receive whose send never comes", "receive without its send", [&] {
+        comm.groupStart();
+        comm.recv(b.data, 1 << 10, ncclFloat, 0, "receive without its send");
+        comm.groupEnd("receive without its send").wait();
+      });
+}
 
+int runOneRank() {
+  int version = 0;
+  ncclGetVersion(&version);
+  cudaDeviceProp prop{};
+  cudaOk(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  std::printf("nccl-selftest: NCCL %d on %s\n", version, prop.name);
+  checkOneRankOperations();
+  checkJoinErrors();
+  // Last, as it leaves an aborted communicator behind.
+  checkUnmatchedReceive();
   std::printf("nccl-selftest: %s\n", failures ? "FAILED" : "all checks passed");
   return failures ? 1 : 0;
 }
@@ -337,99 +343,114 @@ double medianMicros(int iterations, const std::function<void()> &body) {
   return times[times.size() / 2];
 }
 
-int runBench() {
-  StoreDirectory dir;
-  DirectoryStore store(dir.path);
-  Communicator comm(store, "nccl-id", 0, 1, 0,
-                    std::chrono::milliseconds(30000));
-  // The same operations on communicators of plain NCCL, a blocking one and
-  // a non-blocking one, for what the engine's non-blocking communicator
-  // (which lets a missing peer time out) and its own code cost.
-  ncclComm_t blocking, nonBlocking;
-  int device = 0;
-  if (ncclCommInitAll(&blocking, 1, &device) != ncclSuccess)
-    throw NcclError("ncclCommInitAll failed");
-  ncclUniqueId id;
-  ncclGetUniqueId(&id);
-  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = 0;
-  ncclResult_t state = ncclCommInitRankConfig(&nonBlocking, 1, id, 0, &config);
-  // Waits until a non-blocking call has finished (NCCL's documented way).
-  auto settle = [&](ncclResult_t result) {
+/// Plain NCCL on one rank, a blocking communicator and a non-blocking one,
+/// with a stream of their own: what the bench compares the engine with.
+struct PlainNccl {
+  PlainNccl() {
+    int device = 0;
+    if (ncclCommInitAll(&blocking, 1, &device) != ncclSuccess)
+      throw NcclError("ncclCommInitAll failed");
+    ncclUniqueId id;
+    ncclGetUniqueId(&id);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    settle(ncclCommInitRankConfig(&nonBlocking, 1, id, 0, &config));
+    cudaOk(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+           "cudaStreamCreate");
+  }
+  ~PlainNccl() {
+    cudaStreamDestroy(stream);
+    ncclCommDestroy(blocking);
+    ncclCommDestroy(nonBlocking);
+  }
+  /// Waits until a non-blocking call has finished (NCCL's documented way).
+  void settle(ncclResult_t result) {
     while (result == ncclInProgress)
       ncclCommGetAsyncError(nonBlocking, &result);
     if (result != ncclSuccess)
       throw NcclError(std::string("plain non-blocking NCCL: ") +
                       ncclGetErrorString(result));
-  };
-  settle(state);
+  }
+  void sync() {
+    cudaOk(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  }
+
+  ncclComm_t blocking, nonBlocking;
   cudaStream_t stream;
-  cudaOk(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
-         "cudaStreamCreate");
-  auto sync = [](cudaStream_t s) {
-    cudaOk(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+};
+
+/// One size's rows: all-reduce and send/recv through the engine (waiting on
+/// its handle, or on its stream) and through plain NCCL.
+void benchSize(Communicator &comm, PlainNccl &plainNccl, size_t bytes) {
+  DeviceBuffer a(bytes), b(bytes);
+  a.clear();
+  size_t count = bytes / sizeof(float);
+  cudaStream_t stream = plainNccl.stream;
+  auto allReduce = [&] {
+    return comm.allReduceSum(a.data, b.data, count, ncclFloat, "all-reduce");
   };
+  auto sendRecv = [&] {
+    comm.groupStart();
+    comm.send(a.data, count, ncclFloat, 0, "send");
+    comm.recv(b.data, count, ncclFloat, 0, "recv");
+    return comm.groupEnd("send/recv");
+  };
+  auto plainAllReduce = [&](ncclComm_t c) {
+    return ncclAllReduce(a.data, b.data, count, ncclFloat, ncclSum, c, stream);
+  };
+  auto plainSendRecv = [&](ncclComm_t c) {
+    ncclGroupStart();
+    ncclSend(a.data, count, ncclFloat, 0, c, stream);
+    ncclRecv(b.data, count, ncclFloat, 0, c, stream);
+    return ncclGroupEnd();
+  };
+  struct Row {
+    const char *name;
+    std::function<Handle()> op;
+    std::function<ncclResult_t(ncclComm_t)> plain;
+  };
+  for (const Row &row : {Row{"all-reduce", allReduce, plainAllReduce},
+                         Row{"send/recv", sendRecv, plainSendRecv}}) {
+    for (int i = 0; i < 5; ++i) {
+      row.op().wait();
+      row.plain(plainNccl.blocking);
+      plainNccl.settle(row.plain(plainNccl.nonBlocking));
+      plainNccl.sync();
+    }
+    double handle = medianMicros(50, [&] { row.op().wait(); });
+    double streamSync = medianMicros(50, [&] {
+      row.op();
+      cudaOk(cudaStreamSynchronize(comm.stream()), "cudaStreamSynchronize");
+    });
+    double plain = medianMicros(50, [&] {
+      row.plain(plainNccl.blocking);
+      plainNccl.sync();
+    });
+    double plainNonBlocking = medianMicros(50, [&] {
+      plainNccl.settle(row.plain(plainNccl.nonBlocking));
+      plainNccl.sync();
+    });
+    std::printf("%-10s %-10zu %10.1f %14.1f %12.1f %16.1f %10.1f\n", row.name,
+                bytes, handle, streamSync, plain, plainNonBlocking,
+                bytes / handle / 1e3);
+  }
+}
+
+/// The same operations on communicators of plain NCCL, a blocking one and a
+/// non-blocking one, for what the engine's non-blocking communicator (which
+/// lets a missing peer time out) and its own code cost.
+int runBench() {
+  StoreDirectory dir;
+  DirectoryStore store(dir.path);
+  Communicator comm(store, "nccl-id", 0, 1, 0,
+                    std::chrono::milliseconds(30000));
+  PlainNccl plainNccl;
   std::printf("%-10s %-10s %10s %14s %12s %16s %10s\n", "operation", "bytes",
               "handle us", "stream-sync us", "blocking us", "non-blocking us",
               "GB/s");
   for (size_t bytes : {size_t(4), size_t(4) << 10, size_t(256) << 10,
-                       size_t(4) << 20, size_t(64) << 20}) {
-    DeviceBuffer a(bytes), b(bytes);
-    a.clear();
-    size_t count = bytes / sizeof(float);
-    auto allReduce = [&] {
-      return comm.allReduceSum(a.data, b.data, count, ncclFloat, "all-reduce");
-    };
-    auto sendRecv = [&] {
-      comm.groupStart();
-      comm.send(a.data, count, ncclFloat, 0, "send");
-      comm.recv(b.data, count, ncclFloat, 0, "recv");
-      return comm.groupEnd("send/recv");
-    };
-    auto plainAllReduce = [&](ncclComm_t c) {
-      return ncclAllReduce(a.data, b.data, count, ncclFloat, ncclSum, c,
-                           stream);
-    };
-    auto plainSendRecv = [&](ncclComm_t c) {
-      ncclGroupStart();
-      ncclSend(a.data, count, ncclFloat, 0, c, stream);
-      ncclRecv(b.data, count, ncclFloat, 0, c, stream);
-      return ncclGroupEnd();
-    };
-    struct Row {
-      const char *name;
-      std::function<Handle()> op;
-      std::function<ncclResult_t(ncclComm_t)> plain;
-    };
-    for (const Row &row : {Row{"all-reduce", allReduce, plainAllReduce},
-                           Row{"send/recv", sendRecv, plainSendRecv}}) {
-      for (int i = 0; i < 5; ++i) {
-        row.op().wait();
-        row.plain(blocking);
-        settle(row.plain(nonBlocking));
-        sync(stream);
-      }
-      double handle = medianMicros(50, [&] { row.op().wait(); });
-      double streamSync = medianMicros(50, [&] {
-        row.op();
-        sync(comm.stream());
-      });
-      double plain = medianMicros(50, [&] {
-        row.plain(blocking);
-        sync(stream);
-      });
-      double plainNonBlocking = medianMicros(50, [&] {
-        settle(row.plain(nonBlocking));
-        sync(stream);
-      });
-      std::printf("%-10s %-10zu %10.1f %14.1f %12.1f %16.1f %10.1f\n", row.name,
-                  bytes, handle, streamSync, plain, plainNonBlocking,
-                  bytes / handle / 1e3);
-    }
-  }
-  cudaStreamDestroy(stream);
-  ncclCommDestroy(blocking);
-  ncclCommDestroy(nonBlocking);
+                       size_t(4) << 20, size_t(64) << 20})
+    benchSize(comm, plainNccl, bytes);
   return 0;
 }
 
