@@ -25,7 +25,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dist_check  # noqa: E402
 from dist_check import M  # noqa: E402
 
-STEPS = 30
+# A step takes about a millisecond here, so a run goes on for several steps
+# (20 seen on a busy machine) between the line that triggers its fault and
+# the signal: room for five faults with that much overshoot each.
+STEPS = 200
 TIMEOUT = 4
 
 # (what, signal, whom: a local rank, or "launcher")
@@ -67,15 +70,22 @@ def faulty_run(out, bindir, ckpt, fault):
     proc = subprocess.Popen(command(out, bindir, ckpt, ["--resume"]),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
-    lines = []
+    lines, ranks, fired = [], {}, False
     for line in proc.stdout:
         lines.append(line)
+        # The ranks' pids, found before the trigger so that the signal
+        # follows it at once.
+        if len(ranks) < 2 and line.startswith("[rank"):
+            ranks = dist_check.children(proc.pid)
         start = resumed_step(lines)
-        if line.startswith(f"[rank1] step {start + 3}/"):
+        if line.startswith(f"[rank1] step {start + 3}/") and len(ranks) == 2:
+            os.kill(proc.pid if whom == "launcher" else ranks[whom], sig)
+            fired = True
             break
-    ranks = dist_check.children(proc.pid)
-    os.kill(proc.pid if whom == "launcher" else ranks[whom], sig)
     proc.communicate(timeout=120)
+    if not fired:
+        sys.exit(f"{what}: the run ended (status {proc.returncode}) before "
+                 f"its fault; its output:\n{''.join(lines)}")
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and any(map(alive, ranks.values())):
         time.sleep(0.1)
