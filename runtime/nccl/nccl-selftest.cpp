@@ -343,6 +343,10 @@ double medianMicros(int iterations, const std::function<void()> &body) {
   return times[times.size() / 2];
 }
 
+void synchronize(cudaStream_t stream) {
+  cudaOk(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+}
+
 /// Plain NCCL on one rank, a blocking communicator and a non-blocking one,
 /// with a stream of their own: what the bench compares the engine with.
 struct PlainNccl {
@@ -370,9 +374,6 @@ struct PlainNccl {
     if (result != ncclSuccess)
       throw NcclError(std::string("plain non-blocking NCCL: ") +
                       ncclGetErrorString(result));
-  }
-  void sync() {
-    cudaOk(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   }
 
   ncclComm_t blocking, nonBlocking;
@@ -415,20 +416,20 @@ void benchSize(Communicator &comm, PlainNccl &plainNccl, size_t bytes) {
       row.op().wait();
       row.plain(plainNccl.blocking);
       plainNccl.settle(row.plain(plainNccl.nonBlocking));
-      plainNccl.sync();
+      synchronize(stream);
     }
     double handle = medianMicros(50, [&] { row.op().wait(); });
     double streamSync = medianMicros(50, [&] {
       row.op();
-      cudaOk(cudaStreamSynchronize(comm.stream()), "cudaStreamSynchronize");
+      synchronize(comm.stream());
     });
     double plain = medianMicros(50, [&] {
       row.plain(plainNccl.blocking);
-      plainNccl.sync();
+      synchronize(stream);
     });
     double plainNonBlocking = medianMicros(50, [&] {
       plainNccl.settle(row.plain(plainNccl.nonBlocking));
-      plainNccl.sync();
+      synchronize(stream);
     });
     std::printf("%-10s %-10zu %10.1f %14.1f %12.1f %16.1f %10.1f\n", row.name,
                 bytes, handle, streamSync, plain, plainNonBlocking,

@@ -26,8 +26,9 @@ import dist_check  # noqa: E402
 from dist_check import M  # noqa: E402
 
 # A step takes about a millisecond here, so a run goes on for several steps
-# (20 seen on a busy machine) between the line that triggers its fault and
-# the signal: room for five faults with that much overshoot each.
+# between the line that triggers its fault and the signal taking effect (7
+# seen on an idle machine, 15 on a busy one): room for five faults with
+# that much overshoot each.
 STEPS = 200
 TIMEOUT = 4
 
