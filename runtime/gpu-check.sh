@@ -67,7 +67,7 @@ fi
 echo "built in $(($(date +%s) - start)) s"
 bin="$build/bin"
 
-status=0
+failed=()
 check() { # NAME COMMAND...: runs one check, its log kept
   local name=$1
   shift
@@ -77,7 +77,7 @@ check() { # NAME COMMAND...: runs one check, its log kept
   else
     sed 's/^/  /' "$logs/$name.log"
     echo "  FAILED: $name"
-    status=1
+    failed+=("$name")
   fi
 }
 models="$repo/test/models"
@@ -123,5 +123,9 @@ if [ "$speed" = 1 ]; then
       --small
   fi
 fi
-echo "gpu-check: $([ $status = 0 ] && echo all checks passed || echo some checks FAILED) (logs: $logs)"
-exit $status
+if [ ${#failed[@]} = 0 ]; then
+  echo "gpu-check: all checks passed (logs: $logs)"
+  exit 0
+fi
+echo "gpu-check: FAILED: ${failed[*]} (logs: $logs)"
+exit 1

@@ -33,8 +33,9 @@
 # with the check and removing TOP never reaches the source tree. Needs root
 # (chroot and mounts) and Debian's archive; without root or unshare it says
 # so and skips, and where sid's packages cannot be installed (unstable is so
-# at times) it says so and checks trixie alone. Logs: TOP/*.log and
-# TOP/SUITE/logs.
+# at times) it says so and checks trixie alone. Logs: TOP/*.log,
+# TOP/compare/*.log and TOP/SUITE/logs; the output ends with each failed
+# part and the last lines of its log.
 set -euo pipefail
 
 # The zoo models each PyTorch saves (its transformer layers call
@@ -56,40 +57,57 @@ cuda_link() {
     -DCMAKE_EXE_LINKER_FLAGS=-Wl,--allow-shlib-undefined &&
     ninja -C /build-cuda pippy-run; } >/logs/build-cuda.log 2>&1; then
     grep -v 'warning: lib.*needed by' /logs/build-cuda.log | tail -40
-    echo "torch2-check: pippy-run does not build against CUDA libtorch 2.6" >&2
+    echo "torch2-check: pippy-run does not build against CUDA libtorch 2.6" |
+      tee -a /logs/build-cuda.log >&2
     return 1
   fi
   needed=$(readelf -d /build-cuda/bin/pippy-run | sed -n 's/.*NEEDED.*\[\(.*\)\]/\1/p' | tr '\n' ' ')
   grep -q -- -DPIPPY_TORCH_CUDA /build-cuda/build.ninja &&
     [[ "$needed" == *libtorch_cuda.so* && "$needed" == *libc10_cuda.so* &&
       "$needed" == *libnccl.so* ]] || {
-    echo "torch2-check: pippy-run built without the CUDA libtorch or NCCL (needs: $needed)" >&2
+    echo "torch2-check: pippy-run built without the CUDA libtorch or NCCL (needs: $needed)" |
+      tee -a /logs/build-cuda.log >&2
     return 1
   }
   echo "built with PIPPY_TORCH_CUDA and NCCL; pippy-run needs: $needed"
 }
 
+# Notes a failed part for the summary: SUITE, what failed, and its log (a
+# path inside the root where SUITE's root is mounted).
+failed() { echo "$1|$2|$3" >>/logs/failed; }
+
+# Each check gpu-check's last line names as FAILED, with its log; or, where
+# it names none (its build failed), its output.
+gpu_check_failed() {
+  local names name
+  names=$(tail -1 /logs/gpu-check.out | sed -n 's/^gpu-check: FAILED: \(.*\) (logs: .*/\1/p')
+  [ -n "$names" ] || { failed "$1" "runtime/gpu-check.sh --device cpu" /logs/gpu-check.out; return; }
+  for name in $names; do
+    failed "$1" "gpu-check's $name" "/logs/$name.log"
+  done
+}
+
 # In a root: SUITE's checks, then its PyTorch saves the zoo models.
 inside() {
-  local suite=$1 cuda=$2 status=0
+  local suite=$1 cuda=$2
   if [ "$suite" = trixie ]; then
     if [ -n "$cuda" ]; then
-      cuda_link || status=1
+      cuda_link || failed trixie "pippy-run against the CUDA libtorch" /logs/build-cuda.log
     else
       echo "== no CUDA with NCCL at /usr/local/cuda here: the GPU build is not checked"
     fi
   else
     OUT=/logs bash /src/runtime/gpu-check.sh --device cpu --bundle /bundle \
-      --build /build --skip-speed || status=1
+      --build /build --skip-speed 2>&1 | tee /logs/gpu-check.out || gpu_check_failed "$suite"
   fi
   echo "== modules saved by PyTorch $(python3 -c 'import torch; print(torch.__version__)'), with its numbers"
   rm -rf /modules
   for model in $modules; do
-    python3 "/src/test/models/$model.py" "/modules/$model" >/dev/null || status=1
+    python3 "/src/test/models/$model.py" "/modules/$model" >"/logs/save-$model.log" 2>&1 ||
+      failed "$suite" "saving $model" "/logs/save-$model.log"
   done
-  return $status
 }
-[ "${1:-}" = --inside ] && { inside "$2" "${3:-}"; exit; }
+[ "${1:-}" = --inside ] && { inside "$2" "${3:-}"; exit 0; }
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$(cd "${1:-$repo/build}" && pwd)"
@@ -136,6 +154,7 @@ run_inside() {
   rm -rf "$root/bundle"
   cp -a "$top/bundle" "$root/bundle"
   mkdir -p "$root/src" "$root/logs" "$root/usr/local/cuda"
+  rm -f "$root/logs/failed"
   unshare --mount --propagation private bash -euc '
     root=$1 repo=$2 cuda=$3 suite=$4
     bind_ro() { mount --bind "$1" "$2" && mount -o remount,bind,ro "$2"; }
@@ -148,22 +167,44 @@ run_inside() {
     torch2-check "$root" "$repo" "$cuda" "$suite"
 }
 
+# Notes a failed part on this side: SUITE, what failed, its log.
+failed_here() { echo "$1|$2|$3" >>"$failures"; }
+
 # This machine's pippy-import (libtorch 1.13) reads each module ROOT's
 # PyTorch saved, and pippy-run trains it to that PyTorch's numbers, on one
 # rank and on two.
 compare_modules() {
-  local suite=$1 root=$2 status=0 model ranks split
+  local suite=$1 root=$2 model ranks split work
   for model in $modules; do
     for ranks in 1 2; do
       split=()
       [ $ranks = 1 ] || split=("stages=2" --nproc 2 --schedule 1f1b)
+      work="$top/compare/$suite-$model-$ranks"
+      mkdir -p "$work"
       echo "== $model saved by $suite's PyTorch, on $ranks rank(s)"
       /usr/bin/python3 "$repo/test/models/compare.py" "$model" "$root/modules/$model" \
-        "$build/bin" --work "$top/compare/$suite-$model-$ranks" "${split[@]}" 2>&1 |
-        sed 's/^/  /' || status=1
+        "$build/bin" --work "$work" "${split[@]}" 2>&1 | tee "$work.log" | sed 's/^/  /' ||
+        failed_here "$suite" "$model saved by its PyTorch, on $ranks rank(s)" "$work.log"
     done
   done
-  return $status
+}
+
+# The end of the output names each failed part with its log's last lines
+# (a CI log may keep only the end) and the disk left.
+summary() {
+  local suite what log
+  if [ ! -s "$failures" ]; then
+    echo "torch2-check: all checks passed"
+    return 0
+  fi
+  echo "torch2-check: these parts FAILED:"
+  while IFS='|' read -r suite what log; do
+    echo "-- $suite: $what (log: $log)"
+    tail -6 "$log" 2>/dev/null | cut -c1-200 | sed 's/^/   /'
+  done <"$failures"
+  echo "torch2-check: disk free where the roots are: $(df -h --output=avail "$top" | tail -1 | tr -d ' ')"
+  echo "torch2-check: some checks FAILED" >&2
+  return 1
 }
 
 if [ "$(id -u)" != 0 ] || ! command -v debootstrap >/dev/null ||
@@ -174,12 +215,13 @@ if [ "$(id -u)" != 0 ] || ! command -v debootstrap >/dev/null ||
 fi
 mkdir -p "$top"
 top="$(cd "$top" && pwd)"
+failures="$top/failed"
+rm -f "$failures"
 # Before trixie and sid had roots of their own, trixie's was TOP/root.
 rm -rf "$top/root" "$top/root.done" "$top/torch-cuda.done"
 bash "$repo/scripts/gpu-bundle.sh" "$build" "$top/bundle" >"$top/bundle.log" 2>&1 ||
   { cat "$top/bundle.log"; echo "torch2-check: the bundle failed" >&2; exit 1; }
 
-status=0
 for suite in trixie sid; do
   root="$top/$suite"
   if ! make_root "$suite" "$root"; then
@@ -187,9 +229,11 @@ for suite in trixie sid; do
     echo "torch2-check: sid's root could not be made (above): its newest PyTorch is not checked this time"
     continue
   fi
-  run_inside "$suite" "$root" || status=1
-  compare_modules "$suite" "$root" || status=1
+  run_inside "$suite" "$root" ||
+    failed_here "$suite" "entering its root (unshare, mounts, chroot)" /dev/null
+  if [ -f "$root/logs/failed" ]; then
+    sed "s#|/logs/#|$root/logs/#" "$root/logs/failed" >>"$failures"
+  fi
+  compare_modules "$suite" "$root"
 done
-[ $status = 0 ] && echo "torch2-check: all checks passed" ||
-  echo "torch2-check: some checks FAILED" >&2
-exit $status
+summary
