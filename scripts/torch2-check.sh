@@ -72,9 +72,10 @@ cuda_link() {
   echo "built with PIPPY_TORCH_CUDA and NCCL; pippy-run needs: $needed"
 }
 
-# Notes a failed part for the summary: SUITE, what failed, and its log (a
-# path inside the root where SUITE's root is mounted).
-failed() { echo "$1|$2|$3" >>/logs/failed; }
+# Notes a failed part for the summary: SUITE, what failed, and its log. In a
+# root, FAILURES is unset and the list is /logs/failed, read afterwards with
+# its paths moved under the root.
+failed() { echo "$1|$2|$3" >>"${failures:-/logs/failed}"; }
 
 # Each check gpu-check's last line names as FAILED, with its log; or, where
 # it names none (its build failed), its output.
@@ -167,9 +168,6 @@ run_inside() {
     torch2-check "$root" "$repo" "$cuda" "$suite"
 }
 
-# Notes a failed part on this side: SUITE, what failed, its log.
-failed_here() { echo "$1|$2|$3" >>"$failures"; }
-
 # This machine's pippy-import (libtorch 1.13) reads each module ROOT's
 # PyTorch saved, and pippy-run trains it to that PyTorch's numbers, on one
 # rank and on two.
@@ -184,7 +182,7 @@ compare_modules() {
       echo "== $model saved by $suite's PyTorch, on $ranks rank(s)"
       /usr/bin/python3 "$repo/test/models/compare.py" "$model" "$root/modules/$model" \
         "$build/bin" --work "$work" "${split[@]}" 2>&1 | tee "$work.log" | sed 's/^/  /' ||
-        failed_here "$suite" "$model saved by its PyTorch, on $ranks rank(s)" "$work.log"
+        failed "$suite" "$model saved by its PyTorch, on $ranks rank(s)" "$work.log"
     done
   done
 }
@@ -230,7 +228,7 @@ for suite in trixie sid; do
     continue
   fi
   run_inside "$suite" "$root" ||
-    failed_here "$suite" "entering its root (unshare, mounts, chroot)" /dev/null
+    failed "$suite" "entering its root (unshare, mounts, chroot)" /dev/null
   if [ -f "$root/logs/failed" ]; then
     sed "s#|/logs/#|$root/logs/#" "$root/logs/failed" >>"$failures"
   fi
