@@ -115,6 +115,10 @@ build="$(cd "${1:-$repo/build}" && pwd)"
 top="${2:-$build-torch2}"
 mirror=${PIPPY_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 packages=(python3-torch libtorch-dev libgloo-dev cmake ninja-build g++ make)
+# A root's commands see only this environment: none of the caller's PATH,
+# CUDA_HOME or LIBRARY_PATH, which differ between a session's shell and a CI
+# job's (a CUDA libtorch's CMake config found nvcc through PATH alone).
+root_env=(PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root)
 
 # Makes ROOT from SUITE once; returns 1 (with the log's tail) where it fails.
 make_root() {
@@ -128,7 +132,7 @@ make_root() {
     { tail -20 "$root-debootstrap.log"; echo "torch2-check: debootstrap of $suite failed" >&2; return 1; }
   cp /etc/resolv.conf "$root/etc/resolv.conf"
   # A mirror's copy of unstable may be older than its Release's validity.
-  chroot "$root" /usr/bin/env DEBIAN_FRONTEND=noninteractive bash -c \
+  env -i "${root_env[@]}" DEBIAN_FRONTEND=noninteractive chroot "$root" bash -c \
     "apt-get -o Acquire::Check-Valid-Until=false update -q &&
      apt-get install -y -q --no-install-recommends ${packages[*]} && apt-get clean" \
     >"$root-packages.log" 2>&1 ||
@@ -137,7 +141,7 @@ make_root() {
     # Not installed: it conflicts with the CPU libtorch, and its CUDA 12
     # libraries and cuDNN (non-free, partly fetched from NVIDIA) are not
     # needed to link.
-    chroot "$root" bash -euc 'rm -rf /opt/torch-cuda /tmp/debs && mkdir /tmp/debs &&
+    env -i "${root_env[@]}" chroot "$root" bash -euc 'rm -rf /opt/torch-cuda /tmp/debs && mkdir /tmp/debs &&
       cd /tmp/debs && apt-get download -q libtorch-cuda-2.6 libtorch-cuda-dev &&
       for deb in ./*.deb; do dpkg-deb -x "$deb" /opt/torch-cuda; done &&
       rm -rf /tmp/debs' >>"$root-packages.log" 2>&1 ||
@@ -164,8 +168,8 @@ run_inside() {
     mount -t proc proc "$root/proc"
     mkdir -p "$root/dev/shm"
     mount -t tmpfs shm "$root/dev/shm"
-    exec chroot "$root" bash /src/scripts/torch2-check.sh --inside "$suite" "${cuda:+cuda}"' \
-    torch2-check "$root" "$repo" "$cuda" "$suite"
+    exec env -i "${@:5}" chroot "$root" bash /src/scripts/torch2-check.sh --inside "$suite" "${cuda:+cuda}"' \
+    torch2-check "$root" "$repo" "$cuda" "$suite" "${root_env[@]}"
 }
 
 # This machine's pippy-import (libtorch 1.13) reads each module ROOT's
@@ -198,6 +202,10 @@ summary() {
   echo "torch2-check: these parts FAILED:"
   while IFS='|' read -r suite what log; do
     echo "-- $suite: $what (log: $log)"
+    # The first error and the lines after it (CMake gives its reason above
+    # a call stack, which is all a log's tail may show), then the tail.
+    grep -m1 -A4 -E 'CMake Error|error:|Error:|Traceback' "$log" 2>/dev/null |
+      cut -c1-200 | sed 's/^/   | /' || true
     tail -6 "$log" 2>/dev/null | cut -c1-200 | sed 's/^/   /'
   done <"$failures"
   echo "torch2-check: disk free where the roots are: $(df -h --output=avail "$top" | tail -1 | tr -d ' ')"
