@@ -167,8 +167,9 @@ Setter flag(bool RunOptions::*field) {
   };
 }
 
-const std::vector<Option> &options() {
-  static const std::vector<Option> table = {
+/// The world: ranks, nodes, parallelism, device and precision.
+std::vector<Option> worldOptions() {
+  return {
       {"nproc", "N", "ranks per node (default: the executables' world, or 1)",
        optionalInteger("nproc", &RunOptions::nproc, 1)},
       {"dp", "D",
@@ -232,6 +233,12 @@ const std::vector<Option> &options() {
          return parseChoice("dtype", v, {Precision::F32, Precision::BF16},
                             o.precision);
        }},
+  };
+}
+
+/// The pipeline schedule and its micro-batches.
+std::vector<Option> scheduleOptions() {
+  return {
       {"schedule", "KIND",
        "the pipeline schedule: gpipe, 1f1b (default) or zb-h1 with one "
        "stage per rank; interleaved-1f1b, looped-bfs or zb1p with stage s on "
@@ -259,6 +266,12 @@ const std::vector<Option> &options() {
       {"emit-executables", "DIR",
        "lower the program to stage executables in DIR and exit",
        text(&RunOptions::emitExecutablesDir)},
+  };
+}
+
+/// Training: steps, data, loss and optimizer.
+std::vector<Option> trainingOptions() {
+  return {
       {"steps", "N", "training steps", integer("steps", &RunOptions::steps, 1)},
       {"data", "FILE", "safetensors data file", text(&RunOptions::dataPath)},
       {"loss", "cross_entropy|mse|none", "the loss (default cross_entropy)",
@@ -299,6 +312,12 @@ const std::vector<Option> &options() {
        number("eps", &RunOptions::eps, Sign::NonNegative)},
       {"clip-grad-norm", "X", "clip gradients by their global norm",
        number("clip-grad-norm", &RunOptions::clipGradNorm, Sign::Positive)},
+  };
+}
+
+/// Files read and written, and the run's seed, threads and timeout.
+std::vector<Option> fileOptions() {
+  return {
       {"weights", "FILE", "weights file (default: the program's)",
        text(&RunOptions::weightsPath)},
       {"metrics", "FILE", "metrics JSON file", text(&RunOptions::metricsPath)},
@@ -336,6 +355,12 @@ const std::vector<Option> &options() {
        integer("keep-checkpoints", &RunOptions::keepCheckpoints, 1)},
       {"resume", nullptr, "continue from the newest complete checkpoint",
        flag(&RunOptions::resume)},
+  };
+}
+
+/// Speed and comparison switches.
+std::vector<Option> tuningOptions() {
+  return {
       {"shared-memory", nullptr,
        "send activations and gradients between ranks of one host through "
        "shared memory (default; with --backend gloo on one node); =false "
@@ -367,6 +392,18 @@ const std::vector<Option> &options() {
        "write measured per-op times for --pippy-split profile=FILE",
        text(&RunOptions::profilePath)},
   };
+}
+
+const std::vector<Option> &options() {
+  static const std::vector<Option> table = [] {
+    std::vector<Option> all;
+    for (auto group : {worldOptions, scheduleOptions, trainingOptions,
+                       fileOptions, tuningOptions}) {
+      std::vector<Option> part = group();
+      all.insert(all.end(), part.begin(), part.end());
+    }
+    return all;
+  }();
   return table;
 }
 

@@ -199,6 +199,76 @@ public:
     return true;
   }
 
+  /// The world, each stage's rank, and the tables every executable has.
+  bool placement(const Executable &exe) {
+    if (exe.tensor_parallel() < 1)
+      return fail("a tensor-parallel group of fewer than 1 rank");
+    if (!exe.inputs() || !exe.outputs() || !exe.stage_ranks() ||
+        !exe.stage_parameters() || !exe.stages() || !exe.transfers() ||
+        !exe.tied() || !exe.source() || !exe.weights() || !exe.producer())
+      return fail("incomplete: a table is missing");
+    if (exe.num_ranks() < 1 || exe.rank() < 0 || exe.rank() >= exe.num_ranks())
+      return fail("rank " + std::to_string(exe.rank()) +
+                  " is outside a world of " + std::to_string(exe.num_ranks()));
+    for (int32_t r : *exe.stage_ranks())
+      if (r < 0 || r >= exe.num_ranks())
+        return fail("a stage is placed on a rank outside the world");
+    return true;
+  }
+
+  /// The pipeline's inputs and outputs.
+  bool interface(const Executable &exe) {
+    int numStages = static_cast<int>(exe.stage_ranks()->size());
+    if (exe.inputs()->size() == 0)
+      return fail("the pipeline takes no input");
+    for (const TensorSpec *in : *exe.inputs())
+      if (!spec(in, "a pipeline input"))
+        return false;
+    if (exe.inputs()->Get(0)->sizes()->size() == 0)
+      return fail("the pipeline's first input has no rows");
+    if (exe.outputs()->size() == 0)
+      return fail("the pipeline returns nothing");
+    for (const StageResult *out : *exe.outputs())
+      if (!out || out->stage() < 0 || out->stage() >= numStages)
+        return fail("a pipeline output comes from no stage");
+    return true;
+  }
+
+  /// Each stage's parameter names, types and shards.
+  bool parameters(const Executable &exe) {
+    int numStages = static_cast<int>(exe.stage_ranks()->size());
+    for (const StageParameters *sp : *exe.stage_parameters()) {
+      if (!sp || !sp->names() || !sp->specs() || !sp->shards() ||
+          sp->names()->size() != sp->specs()->size() ||
+          sp->shards()->size() != sp->specs()->size() || sp->stage() < 0 ||
+          sp->stage() >= numStages)
+        return fail("a stage's parameter list is malformed");
+      for (uint32_t i = 0; i < sp->specs()->size(); ++i) {
+        const Shard *s = sp->shards()->Get(i);
+        if (!sp->names()->Get(i))
+          return fail("a stage's parameter has no name");
+        if (!spec(sp->specs()->Get(i), "a stage's parameter"))
+          return false;
+        if (s->parts() != 1 && !shard(s, sp->specs()->Get(i)))
+          return fail("a stage's parameter has a malformed shard");
+      }
+    }
+    return true;
+  }
+
+  /// This rank's stages, each once; their indices go to `held`.
+  bool stages(const Executable &exe, std::set<int> &held) {
+    for (const Stage *s : *exe.stages()) {
+      if (!stage(s, exe))
+        return false;
+      if (!held.insert(s->index()).second)
+        return fail("stage " + std::to_string(s->index()) + " appears twice");
+    }
+    if (held.empty())
+      return fail("rank " + std::to_string(exe.rank()) + " holds no stage");
+    return true;
+  }
+
   bool stage(const Stage *s, const Executable &exe) {
     if (!s)
       return fail("a stage is missing");
@@ -264,6 +334,25 @@ public:
     return true;
   }
 
+  /// Tied groups: at least two stages, each on the rank that holds it.
+  bool tied(const Executable &exe) {
+    int numStages = static_cast<int>(exe.stage_ranks()->size());
+    for (const TiedGroup *g : *exe.tied()) {
+      if (!g || !g->name() || !g->stages() || !g->ranks() ||
+          g->stages()->size() != g->ranks()->size() || g->stages()->size() < 2)
+        return fail("a tied group is malformed");
+      for (uint32_t i = 0; i < g->stages()->size(); ++i) {
+        int32_t s = g->stages()->Get(i);
+        if (s < 0 || s >= numStages ||
+            exe.stage_ranks()->Get(s) != g->ranks()->Get(i))
+          return fail("tied group '" + g->name()->str() +
+                      "' lists a stage that does not exist or its rank "
+                      "wrongly");
+      }
+    }
+    return true;
+  }
+
   static constexpr uint32_t kMaxChannels = 1024;
 
 private:
@@ -293,80 +382,12 @@ const Executable *verify(const uint8_t *data, size_t size, std::string &error) {
                    "; lower the pipeline again with this pippy",
            nullptr;
   Checker check(error, exe->tensor_parallel());
-  if (exe->tensor_parallel() < 1)
-    return check.fail("a tensor-parallel group of fewer than 1 rank"), nullptr;
-  if (!exe->inputs() || !exe->outputs() || !exe->stage_ranks() ||
-      !exe->stage_parameters() || !exe->stages() || !exe->transfers() ||
-      !exe->tied() || !exe->source() || !exe->weights() || !exe->producer())
-    return check.fail("incomplete: a table is missing"), nullptr;
-  if (exe->num_ranks() < 1 || exe->rank() < 0 ||
-      exe->rank() >= exe->num_ranks())
-    return check.fail("rank " + std::to_string(exe->rank()) +
-                      " is outside a world of " +
-                      std::to_string(exe->num_ranks())),
-           nullptr;
-  for (int32_t r : *exe->stage_ranks())
-    if (r < 0 || r >= exe->num_ranks())
-      return check.fail("a stage is placed on a rank outside the world"),
-             nullptr;
-  int numStages = static_cast<int>(exe->stage_ranks()->size());
-  if (exe->inputs()->size() == 0)
-    return check.fail("the pipeline takes no input"), nullptr;
-  for (const TensorSpec *in : *exe->inputs())
-    if (!check.spec(in, "a pipeline input"))
-      return nullptr;
-  if (exe->inputs()->Get(0)->sizes()->size() == 0)
-    return check.fail("the pipeline's first input has no rows"), nullptr;
-  if (exe->outputs()->size() == 0)
-    return check.fail("the pipeline returns nothing"), nullptr;
-  for (const StageResult *out : *exe->outputs())
-    if (!out || out->stage() < 0 || out->stage() >= numStages)
-      return check.fail("a pipeline output comes from no stage"), nullptr;
-  for (const StageParameters *sp : *exe->stage_parameters())
-    if (!sp || !sp->names() || !sp->specs() || !sp->shards() ||
-        sp->names()->size() != sp->specs()->size() ||
-        sp->shards()->size() != sp->specs()->size() || sp->stage() < 0 ||
-        sp->stage() >= numStages)
-      return check.fail("a stage's parameter list is malformed"), nullptr;
-    else
-      for (uint32_t i = 0; i < sp->specs()->size(); ++i) {
-        const Shard *shard = sp->shards()->Get(i);
-        if (!sp->names()->Get(i) ||
-            !check.spec(sp->specs()->Get(i), "a stage's parameter"))
-          return nullptr;
-        if (shard->parts() != 1 && !check.shard(shard, sp->specs()->Get(i)))
-          return check.fail("a stage's parameter has a malformed shard"),
-                 nullptr;
-      }
   std::set<int> held;
-  for (const Stage *s : *exe->stages()) {
-    if (!check.stage(s, *exe))
-      return nullptr;
-    if (!held.insert(s->index()).second)
-      return check.fail("stage " + std::to_string(s->index()) +
-                        " appears twice"),
-             nullptr;
-  }
-  if (held.empty())
-    return check.fail("rank " + std::to_string(exe->rank()) +
-                      " holds no stage"),
-           nullptr;
-  if (!check.schedule(*exe, held) || !check.transfers(*exe, held))
+  if (!check.placement(*exe) || !check.interface(*exe) ||
+      !check.parameters(*exe) || !check.stages(*exe, held) ||
+      !check.schedule(*exe, held) || !check.transfers(*exe, held) ||
+      !check.tied(*exe))
     return nullptr;
-  for (const TiedGroup *g : *exe->tied()) {
-    if (!g || !g->name() || !g->stages() || !g->ranks() ||
-        g->stages()->size() != g->ranks()->size() || g->stages()->size() < 2)
-      return check.fail("a tied group is malformed"), nullptr;
-    for (uint32_t i = 0; i < g->stages()->size(); ++i) {
-      int32_t s = g->stages()->Get(i);
-      if (s < 0 || s >= numStages ||
-          exe->stage_ranks()->Get(s) != g->ranks()->Get(i))
-        return check.fail("tied group '" + g->name()->str() +
-                          "' lists a stage that does not exist or its rank "
-                          "wrongly"),
-               nullptr;
-    }
-  }
   return exe;
 }
 

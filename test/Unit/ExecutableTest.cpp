@@ -240,6 +240,7 @@ TEST_F(ExecutableTest, FlippedBytesNeverCrashTheVerifier) {
         exe::verify(reinterpret_cast<const uint8_t *>(damaged.data()),
                     damaged.size(), error);
     if (!root) {
+      EXPECT_FALSE(error.empty()) << "rejected without saying why";
       ++rejected;
       continue;
     }
