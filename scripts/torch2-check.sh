@@ -119,6 +119,8 @@ packages=(python3-torch libtorch-dev libgloo-dev cmake ninja-build g++ make)
 # CUDA_HOME or LIBRARY_PATH, which differ between a session's shell and a CI
 # job's (a CUDA libtorch's CMake config found nvcc through PATH alone).
 root_env=(PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root)
+# Runs a command in ROOT with that environment (the mounts are run_inside's).
+in_root() { local root=$1; shift; env -i "${root_env[@]}" chroot "$root" "$@"; }
 
 # Makes ROOT from SUITE once; returns 1 (with the log's tail) where it fails.
 make_root() {
@@ -132,7 +134,7 @@ make_root() {
     { tail -20 "$root-debootstrap.log"; echo "torch2-check: debootstrap of $suite failed" >&2; return 1; }
   cp /etc/resolv.conf "$root/etc/resolv.conf"
   # A mirror's copy of unstable may be older than its Release's validity.
-  env -i "${root_env[@]}" DEBIAN_FRONTEND=noninteractive chroot "$root" bash -c \
+  in_root "$root" env DEBIAN_FRONTEND=noninteractive bash -c \
     "apt-get -o Acquire::Check-Valid-Until=false update -q &&
      apt-get install -y -q --no-install-recommends ${packages[*]} && apt-get clean" \
     >"$root-packages.log" 2>&1 ||
@@ -141,7 +143,7 @@ make_root() {
     # Not installed: it conflicts with the CPU libtorch, and its CUDA 12
     # libraries and cuDNN (non-free, partly fetched from NVIDIA) are not
     # needed to link.
-    env -i "${root_env[@]}" chroot "$root" bash -euc 'rm -rf /opt/torch-cuda /tmp/debs && mkdir /tmp/debs &&
+    in_root "$root" bash -euc 'rm -rf /opt/torch-cuda /tmp/debs && mkdir /tmp/debs &&
       cd /tmp/debs && apt-get download -q libtorch-cuda-2.6 libtorch-cuda-dev &&
       for deb in ./*.deb; do dpkg-deb -x "$deb" /opt/torch-cuda; done &&
       rm -rf /tmp/debs' >>"$root-packages.log" 2>&1 ||

@@ -199,6 +199,11 @@ public:
     return true;
   }
 
+  /// Stages in the whole pipeline (each has a rank in `stage_ranks`).
+  static int stageCount(const Executable &exe) {
+    return static_cast<int>(exe.stage_ranks()->size());
+  }
+
   /// The world, each stage's rank, and the tables every executable has.
   bool placement(const Executable &exe) {
     if (exe.tensor_parallel() < 1)
@@ -218,7 +223,7 @@ public:
 
   /// The pipeline's inputs and outputs.
   bool interface(const Executable &exe) {
-    int numStages = static_cast<int>(exe.stage_ranks()->size());
+    int numStages = stageCount(exe);
     if (exe.inputs()->size() == 0)
       return fail("the pipeline takes no input");
     for (const TensorSpec *in : *exe.inputs())
@@ -236,7 +241,7 @@ public:
 
   /// Each stage's parameter names, types and shards.
   bool parameters(const Executable &exe) {
-    int numStages = static_cast<int>(exe.stage_ranks()->size());
+    int numStages = stageCount(exe);
     for (const StageParameters *sp : *exe.stage_parameters()) {
       if (!sp || !sp->names() || !sp->specs() || !sp->shards() ||
           sp->names()->size() != sp->specs()->size() ||
@@ -318,7 +323,7 @@ public:
   }
 
   bool transfers(const Executable &exe, const std::set<int> &held) {
-    int numStages = static_cast<int>(exe.stage_ranks()->size());
+    int numStages = stageCount(exe);
     for (const Transfer *t : *exe.transfers()) {
       if (!t || !spec(t->spec(), "a transfer"))
         return fail("a transfer is malformed");
@@ -336,7 +341,7 @@ public:
 
   /// Tied groups: at least two stages, each on the rank that holds it.
   bool tied(const Executable &exe) {
-    int numStages = static_cast<int>(exe.stage_ranks()->size());
+    int numStages = stageCount(exe);
     for (const TiedGroup *g : *exe.tied()) {
       if (!g || !g->name() || !g->stages() || !g->ranks() ||
           g->stages()->size() != g->ranks()->size() || g->stages()->size() < 2)
